@@ -1,0 +1,56 @@
+# scoretune — every target installs what it needs into .venv by itself.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+INVENTORY ?=
+PYTEST_ARGS ?=
+
+.PHONY: setup test test-all lint bench tune testbed-up testbed-down clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+## test: the fast suite (slow suites are behind the `slow` marker)
+test: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+## test-all: every suite, slow ones included
+test-all: setup
+	$(BIN)/python -m pytest -q -m "" $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+
+## bench: measure and write BENCHMARKS.md
+bench: setup
+	$(BIN)/scoretune bench all --write BENCHMARKS.md
+
+## tune: the main job, a live tuning experiment on the embedded default with the shipped policy
+tune: setup
+	$(BIN)/scoretune tune --embedded-default --out runs/tune
+
+## testbed-up: a real lab from INVENTORY with Ansible, or the embedded lab without one
+testbed-up: setup
+ifeq ($(strip $(INVENTORY)),)
+	$(BIN)/scoretune testbed up
+else
+	$(BIN)/ansible-playbook -i $(INVENTORY) ansible/site.yml ansible/knative.yml ansible/scheduler.yml ansible/functions.yml ansible/loadgen.yml
+endif
+
+testbed-down: setup
+ifeq ($(strip $(INVENTORY)),)
+	$(BIN)/scoretune testbed down
+else
+	$(BIN)/ansible-playbook -i $(INVENTORY) ansible/teardown.yml
+endif
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

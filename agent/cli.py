@@ -1,0 +1,62 @@
+"""The ``scoretune`` command line: ``scoretune <group> <command>``.
+
+Each package owns the commands for its job (``testbed/scheduler/cli.py``, ``functions/cli.py``,
+``loadgen/cli.py``, ...); this module, at the top of the dependency table, assembles them. Any
+:class:`ScoretuneError` raised below becomes one clear ``Error: ...`` line and exit status 1.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from functions.errors import ScoretuneError
+
+
+class _ScoretuneGroup(TyperGroup):
+    """Turns scoretune's own errors into a ClickException (one line, exit 1) for every command."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except ScoretuneError as err:
+            raise click.ClickException(str(err)) from err
+
+
+app = typer.Typer(
+    cls=_ScoretuneGroup,
+    help="scoretune: learn kube-scheduler score-plugin weights for a serverless workload.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+bench_app = typer.Typer(help="Measure the speed of the inner loops and print JSON.", no_args_is_help=True)
+
+
+@app.callback()
+def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level.")) -> None:
+    from rich.logging import RichHandler
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(show_path=False, rich_tracebacks=False)],
+        force=True,
+    )
+
+
+# --- command groups, one per package job -------------------------------------------------------
+# Each package adds its own lines here: an import of its typer app and one add_typer/command call.
+
+app.add_typer(bench_app, name="bench")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

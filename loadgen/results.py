@@ -1,0 +1,179 @@
+"""The RunResult contract (DESIGN.md): one run directory, the same for every backend.
+
+``requests.parquet`` has one row per scheduled request; ``placements.parquet`` one row per pod the
+run created; ``summary.json`` the counts and latency figures computed *from* the requests table.
+Everything the project reports is derived from these files, so the schemas are explicit pyarrow
+schemas and the summary is a pure function of the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from loadgen.errors import InputError
+
+STATUSES = ("ok", "error", "timeout")
+
+REQUESTS_SCHEMA = pa.schema(
+    [
+        pa.field("request_id", pa.int64(), nullable=False),
+        pa.field("function", pa.string(), nullable=False),
+        pa.field("scheduled_s", pa.float64(), nullable=False),
+        pa.field("sent_s", pa.float64()),
+        pa.field("finished_s", pa.float64()),
+        pa.field("latency_s", pa.float64()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("http_status", pa.int32()),
+        pa.field("node", pa.string()),
+        pa.field("cold_start", pa.bool_()),
+    ]
+)
+
+PLACEMENTS_SCHEMA = pa.schema(
+    [
+        pa.field("pod", pa.string(), nullable=False),
+        pa.field("function", pa.string(), nullable=False),
+        pa.field("node", pa.string()),
+        pa.field("created_s", pa.float64(), nullable=False),
+        pa.field("scheduled_s", pa.float64()),
+        pa.field("ready_s", pa.float64()),
+        pa.field("deleted_s", pa.float64()),
+        pa.field("image_pull_s", pa.float64()),
+        pa.field("start_s", pa.float64()),
+        pa.field("init_s", pa.float64()),
+    ]
+)
+
+
+def empty_requests() -> pd.DataFrame:
+    return REQUESTS_SCHEMA.empty_table().to_pandas()
+
+
+def empty_placements() -> pd.DataFrame:
+    return PLACEMENTS_SCHEMA.empty_table().to_pandas()
+
+
+def _pct(values: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(values, q)) if values.size else None
+
+
+def summarize(requests: pd.DataFrame, *, late_threshold_s: float = 0.020) -> dict[str, Any]:
+    """Counts and latency statistics of a requests table.
+
+    Latency figures are over *ok* requests (a failed request has no meaningful latency, and is
+    counted under errors/timeouts instead, never dropped). Dispatch lag is ``sent_s -
+    scheduled_s``: how late the load generator itself was.
+    """
+    status = requests["status"].to_numpy(dtype=object)
+    ok = status == "ok"
+    lat = requests["latency_s"].to_numpy(dtype=np.float64, na_value=np.nan)[ok]
+    lat = lat[np.isfinite(lat)]
+    sent = requests["sent_s"].to_numpy(dtype=np.float64, na_value=np.nan)
+    lag = sent - requests["scheduled_s"].to_numpy(dtype=np.float64)
+    lag = lag[np.isfinite(lag)]
+    cold = requests["cold_start"].to_numpy(dtype=object)
+    return {
+        "count": int(len(requests)),
+        "ok": int(ok.sum()),
+        "errors": int((status == "error").sum()),
+        "timeouts": int((status == "timeout").sum()),
+        "cold_starts": int(sum(1 for c in cold if c is True)),
+        "latency_mean_s": float(lat.mean()) if lat.size else None,
+        "latency_p50_s": _pct(lat, 50),
+        "latency_p95_s": _pct(lat, 95),
+        "latency_p99_s": _pct(lat, 99),
+        "latency_max_s": float(lat.max()) if lat.size else None,
+        "dispatch_lag_p50_s": _pct(lag, 50),
+        "dispatch_lag_p99_s": _pct(lag, 99),
+        "late_dispatches": int((lag > late_threshold_s).sum()),
+        "late_threshold_s": late_threshold_s,
+    }
+
+
+def _to_table(frame: pd.DataFrame, schema: pa.Schema, what: str) -> pa.Table:
+    missing = [c for c in schema.names if c not in frame.columns]
+    if missing:
+        raise InputError(f"{what} lacks column(s) {missing}", field=missing[0])
+    return pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
+
+
+def _atomic_write_table(table: pa.Table, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def _atomic_write_json(obj: Any, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+@dataclass
+class RunResult:
+    """A finished (or failed) run: the tables and the summary, and where they live on disk."""
+
+    requests: pd.DataFrame
+    placements: pd.DataFrame = field(default_factory=empty_placements)
+    summary: dict[str, Any] = field(default_factory=dict)
+    directory: Path | None = None
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.summary.get("failed", False))
+
+    def metric(self, name: str = "mean") -> float:
+        """The latency metric an agent optimises: ``mean``, ``p50``, ``p95`` or ``p99`` (seconds)."""
+        key = f"latency_{name}_s"
+        value = self.summary.get(key)
+        if value is None:
+            raise InputError(f"run has no {name} latency (no successful request)", field=key)
+        return float(value)
+
+
+def write_run(
+    directory: str | Path,
+    requests: pd.DataFrame,
+    placements: pd.DataFrame | None = None,
+    *,
+    info: dict[str, Any] | None = None,
+    failed: bool = False,
+    failure: str | None = None,
+) -> RunResult:
+    """Write a run directory; the summary is computed from ``requests`` and merged with ``info``
+    (seed, versions, cluster, workload, profile). Files are written atomically, tables first, so
+    a summary never describes tables that are not there."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    placements = empty_placements() if placements is None else placements
+    _atomic_write_table(_to_table(requests, REQUESTS_SCHEMA, "requests table"), directory / "requests.parquet")
+    _atomic_write_table(_to_table(placements, PLACEMENTS_SCHEMA, "placements table"), directory / "placements.parquet")
+    summary = summarize(requests)
+    summary.update(info or {})
+    summary["failed"] = bool(failed)
+    if failure:
+        summary["failure"] = failure
+    _atomic_write_json(summary, directory / "summary.json")
+    return RunResult(requests=requests, placements=placements, summary=summary, directory=directory)
+
+
+def read_run(directory: str | Path) -> RunResult:
+    directory = Path(directory)
+    for name in ("requests.parquet", "placements.parquet", "summary.json"):
+        if not (directory / name).exists():
+            raise InputError(f"run directory lacks {name}", file=directory)
+    return RunResult(
+        requests=pq.read_table(directory / "requests.parquet").to_pandas(),
+        placements=pq.read_table(directory / "placements.parquet").to_pandas(),
+        summary=json.loads((directory / "summary.json").read_text()),
+        directory=directory,
+    )
