@@ -108,3 +108,17 @@ def test_cluster_spec_expands_groups_and_renders_k8s_nodes() -> None:
 def test_cluster_spec_error_names_field() -> None:
     with pytest.raises(InputError, match=r"c.yaml: field groups.0.speed"):
         parse_cluster({"name": "c", "groups": [{"name": "a", "cpu": "1", "memory": "1Gi", "speed": -1}]}, file="c.yaml")
+
+
+def test_sample_work_uses_payload_overrides_and_distribution_mean() -> None:
+    from functions.work import sample_work
+
+    spec = parse_spec(SPEC)
+    rng = np.random.default_rng(0)
+    big = sample_work(spec, ["{}"] * 20000, rng)
+    assert big.cpu_s.mean() == pytest.approx(0.05, rel=0.02)
+    assert np.all(big.memory_bytes == 16 * 2**20)
+    w = sample_work(spec, ['{"cpu_s": 1.5, "memory_bytes": 10}', "{}"], rng)
+    assert w.cpu_s[0] == 1.5 and w.memory_bytes[0] == 10 and w.memory_bytes[1] == 16 * 2**20
+    with pytest.raises(InputError, match="row 0: field payload.cpu_s"):
+        sample_work(spec, ['{"cpu_s": -1}'], rng)
