@@ -31,7 +31,8 @@ lint: setup
 
 ## bench: measure and write BENCHMARKS.md
 bench: setup
-	$(BIN)/scoretune bench all --write BENCHMARKS.md
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python bench/run.py --write BENCHMARKS.md
 
 ## tune: the main job, a live tuning experiment on the embedded default with the shipped policy
 tune: setup
