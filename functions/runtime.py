@@ -1,0 +1,320 @@
+"""The one runtime that serves any handler of the suite over HTTP, following Knative's container
+contract (serving's runtime contract, ``docs/runtime-contract.md``):
+
+- listen on ``$PORT`` (Knative injects it, default 8080); ``POST /`` or ``POST /invoke`` runs the
+  handler on the JSON body (an empty body means the spec's default payload; a body is merged over
+  it), and answers with the handler's JSON result;
+- ``GET /healthz`` is liveness (the process serves), ``GET /readyz`` readiness: 200 only once the
+  handler module is imported and warmed, 503 before (and while draining);
+- ``SIGTERM`` drains: uvicorn stops accepting and waits for in-flight requests to finish, as
+  Knative's queue-proxy expects after its pre-stop drain;
+- every response carries ``X-Scoretune-Node`` (env ``NODE_NAME``, when set) and
+  ``X-Scoretune-Cold-Start`` ("true" for the first request this instance serves, else "false").
+
+Handlers run off the event loop in worker threads, at most ``container concurrency`` at a time
+(env ``CONTAINER_CONCURRENCY``, else the spec's value; 0 means unbounded, capped at Knative's
+1000): excess requests wait for a slot, as they would in queue-proxy's breaker.
+
+Start-up is kept short because a cold start pays for it: only this module, starlette, uvicorn,
+PyYAML and the one handler are imported (not the pydantic spec parser or the kubernetes client).
+Entry point: ``python -m functions.runtime --function NAME [--port P] [--host H]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from functions.errors import FunctionsError
+from functions.payload import PayloadError
+
+log = logging.getLogger(__name__)
+
+FUNCTIONS_DIR = Path(__file__).resolve().parent
+DEFAULT_PORT = 8080  # Knative's default user port (pkg/apis/serving/v1 DefaultUserPort)
+MAX_CONCURRENCY = 1000  # Knative's upper bound on containerConcurrency (config-defaults max)
+READY_WAIT_S = 300.0  # how long a request that arrives during warm-up waits for readiness
+
+NODE_HEADER = "X-Scoretune-Node"
+COLD_START_HEADER = "X-Scoretune-Cold-Start"
+
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """What the runtime needs from a spec: the handler, its default payload, its concurrency."""
+
+    name: str
+    handler: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    container_concurrency: int = 0
+
+
+def _spec_files(root: Path) -> list[Path]:
+    return sorted(root.glob("*/spec.yaml"))
+
+
+def load_runtime_config(name: str, root: Path = FUNCTIONS_DIR) -> RuntimeConfig:
+    """Read the runtime's few fields from ``<root>/*/spec.yaml`` of function ``name``.
+
+    The directory named like the function (``float-ops`` -> ``float_ops``) is tried first, so
+    start-up reads one small file. Full validation is :func:`functions.spec.load_spec`'s job at
+    build and test time; here only the fields used are checked.
+    """
+    guess = root / name.replace("-", "_") / "spec.yaml"
+    candidates = [guess] + [p for p in _spec_files(root) if p != guess]
+    for path in candidates:
+        if not path.exists():
+            continue
+        data = yaml.safe_load(path.read_text())
+        if not isinstance(data, dict) or data.get("name") != name:
+            continue
+        handler = data.get("handler")
+        if not isinstance(handler, str) or ":" not in handler:
+            raise FunctionsError(f"{path}: field handler: must be 'module:function', got {handler!r}")
+        payload = data.get("payload") or {}
+        if not isinstance(payload, dict):
+            raise FunctionsError(f"{path}: field payload: must be a mapping")
+        cc = data.get("container_concurrency", 0)
+        if not isinstance(cc, int) or not 0 <= cc <= MAX_CONCURRENCY:
+            raise FunctionsError(f"{path}: field container_concurrency: must be 0..{MAX_CONCURRENCY}")
+        return RuntimeConfig(name=name, handler=handler, payload=dict(payload), container_concurrency=cc)
+    known = sorted(
+        str(d.get("name"))
+        for d in (yaml.safe_load(p.read_text()) for p in _spec_files(root))
+        if isinstance(d, dict)
+    )
+    raise FunctionsError(f"unknown function {name!r}; known: {', '.join(known) or '(none)'}")
+
+
+def import_handler(ref: str) -> tuple[Handler, Any]:
+    """``module:function`` -> (the handler, its module)."""
+    module_name, _, attr = ref.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        handler = getattr(module, attr)
+    except AttributeError:
+        raise FunctionsError(f"handler {ref!r}: module {module_name} has no {attr!r}") from None
+    if not callable(handler):
+        raise FunctionsError(f"handler {ref!r} is not callable")
+    return handler, module
+
+
+def concurrency_from_env(config: RuntimeConfig, environ: dict[str, str] | None = None) -> int:
+    """``CONTAINER_CONCURRENCY`` if set (as Knative sets it for queue-proxy), else the spec's."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get("CONTAINER_CONCURRENCY")
+    if raw is None or raw == "":
+        return config.container_concurrency
+    try:
+        value = int(raw)
+    except ValueError:
+        raise FunctionsError(
+            f"CONTAINER_CONCURRENCY must be an integer 0..{MAX_CONCURRENCY}, got {raw!r}"
+        ) from None
+    if not 0 <= value <= MAX_CONCURRENCY:
+        raise FunctionsError(f"CONTAINER_CONCURRENCY must be an integer 0..{MAX_CONCURRENCY}, got {raw!r}")
+    return value
+
+
+class FunctionApp:
+    """The state of one function instance: readiness, the concurrency slots, the first request."""
+
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        *,
+        concurrency: int | None = None,
+        node_name: str | None = None,
+    ) -> None:
+        self.config = config
+        self.concurrency = config.container_concurrency if concurrency is None else concurrency
+        self.node_name = node_name
+        self.handler: Handler | None = None
+        self.ready = threading.Event()
+        self.draining = False
+        self.load_error: BaseException | None = None
+        self.served = 0
+        self.in_flight = 0
+        self._limiter: anyio.CapacityLimiter | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/", self.invoke, methods=["POST"]),
+                Route("/invoke", self.invoke, methods=["POST"]),
+                Route("/healthz", self.healthz, methods=["GET"]),
+                Route("/readyz", self.readyz, methods=["GET"]),
+            ],
+            lifespan=self._lifespan,
+        )
+
+    # --- start-up ---------------------------------------------------------------------------
+    def load(self) -> None:
+        """Import the handler and warm it (its optional module-level ``warm()``); then ready."""
+        started = time.perf_counter()
+        try:
+            handler, module = import_handler(self.config.handler)
+            warm = getattr(module, "warm", None)
+            if callable(warm):
+                warm()
+            self.handler = handler
+        except BaseException as err:  # reported by /readyz and every request, never hidden
+            self.load_error = err
+            log.exception("function %s failed to load", self.config.name)
+            return
+        self.ready.set()
+        log.info("function %s ready in %.3f s", self.config.name, time.perf_counter() - started)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        tokens = self.concurrency or MAX_CONCURRENCY
+        self._limiter = anyio.CapacityLimiter(tokens)
+        loader = threading.Thread(target=self.load, name=f"load-{self.config.name}", daemon=True)
+        loader.start()
+        try:
+            yield
+        finally:
+            self.draining = True
+
+    # --- endpoints --------------------------------------------------------------------------
+    def _headers(self, cold: bool | None) -> dict[str, str]:
+        headers = {}
+        if self.node_name:
+            headers[NODE_HEADER] = self.node_name
+        if cold is not None:
+            headers[COLD_START_HEADER] = "true" if cold else "false"
+        return headers
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"}, headers=self._headers(None))
+
+    async def readyz(self, request: Request) -> Response:
+        if self.load_error is not None:
+            return JSONResponse({"status": "failed", "error": repr(self.load_error)}, status_code=503)
+        if self.draining or not self.ready.is_set():
+            return JSONResponse({"status": "draining" if self.draining else "starting"}, status_code=503)
+        return JSONResponse({"status": "ready", "function": self.config.name}, headers=self._headers(None))
+
+    async def invoke(self, request: Request) -> Response:
+        # The first request this instance serves is the cold one; counted before any await so
+        # concurrent first requests cannot both claim it.
+        cold = self.served == 0
+        self.served += 1
+        headers = self._headers(cold)
+        body = await request.body()
+        try:
+            overrides = json.loads(body) if body.strip() else {}
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            return JSONResponse({"error": f"body is not JSON: {err}"}, status_code=400, headers=headers)
+        if not isinstance(overrides, dict):
+            return JSONResponse({"error": "body must be a JSON object"}, status_code=400, headers=headers)
+        payload = {**self.config.payload, **overrides}
+        if not self.ready.is_set() and self.load_error is None:
+            await anyio.to_thread.run_sync(self.ready.wait, READY_WAIT_S)
+        if self.handler is None:
+            return JSONResponse(
+                {"error": f"function not loaded: {self.load_error!r}"}, status_code=503, headers=headers
+            )
+        handler = self.handler
+        assert self._limiter is not None
+        self.in_flight += 1
+        try:
+            result = await anyio.to_thread.run_sync(handler, payload, limiter=self._limiter)
+        except PayloadError as err:
+            return JSONResponse({"error": str(err)}, status_code=400, headers=headers)
+        except Exception as err:  # a handler failure is the request's 500, the instance lives on
+            log.exception("function %s failed", self.config.name)
+            return JSONResponse({"error": f"{type(err).__name__}: {err}"}, status_code=500, headers=headers)
+        finally:
+            self.in_flight -= 1
+        return JSONResponse(result, headers=headers)
+
+
+def build_app(
+    name: str,
+    *,
+    root: Path = FUNCTIONS_DIR,
+    concurrency: int | None = None,
+    node_name: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> FunctionApp:
+    """The instance for function ``name``, configured from its spec and the environment."""
+    environ = dict(os.environ) if environ is None else environ
+    config = load_runtime_config(name, root)
+    if concurrency is None:
+        concurrency = concurrency_from_env(config, environ)
+    if node_name is None:
+        node_name = environ.get("NODE_NAME") or None
+    return FunctionApp(config, concurrency=concurrency, node_name=node_name)
+
+
+def serve(
+    name: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    graceful_timeout_s: float = 30.0,
+    log_level: str = "warning",
+) -> None:
+    """Serve function ``name`` until SIGTERM/SIGINT, then drain in-flight requests and exit."""
+    import uvicorn
+
+    instance = build_app(name)
+    if port is None:
+        port = int(os.environ.get("PORT", DEFAULT_PORT))
+    config = uvicorn.Config(
+        instance.app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=int(graceful_timeout_s),
+    )
+    server = uvicorn.Server(config)
+    log.info("serving %s on http://%s:%d", name, host, port)
+    asyncio.run(server.serve())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m functions.runtime", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--function", required=True, help="function name, as in its spec (e.g. float-ops)")
+    parser.add_argument("--port", type=int, default=None, help="port (default: $PORT, else 8080)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 inside a container)")
+    parser.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to drain on SIGTERM")
+    parser.add_argument("--log-level", default=os.environ.get("SCORETUNE_LOG_LEVEL", "warning"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        serve(
+            args.function,
+            host=args.host,
+            port=args.port,
+            graceful_timeout_s=args.graceful_timeout,
+            log_level=args.log_level,
+        )
+    except FunctionsError as err:
+        parser.exit(2, f"error: {err}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

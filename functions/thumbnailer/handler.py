@@ -1,0 +1,51 @@
+"""Image thumbnail: SeBS's ``210.thumbnailer`` / FunctionBench's ``image_processing`` with Pillow.
+
+A request decodes a ``width``×``height`` JPEG, shrinks it to fit ``max_size`` and encodes the
+thumbnail, as the upstream functions do with an image from object storage. The source JPEG is a
+deterministic rendering (a Mandelbrot set over gradients, so it has real detail for the codec)
+made once per size and kept in memory, as a warm instance would keep a downloaded object.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+from typing import Any
+
+from PIL import Image
+
+from functions.payload import int_param
+
+
+@functools.lru_cache(maxsize=4)
+def _source_jpeg(width: int, height: int) -> bytes:
+    detail = Image.effect_mandelbrot((width, height), (-2.2, -1.3, 0.8, 1.3), 64)
+    horizontal = Image.linear_gradient("L").rotate(90).resize((width, height))
+    vertical = Image.radial_gradient("L").resize((width, height))
+    image = Image.merge("RGB", (detail, horizontal, vertical))
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=90)
+    return out.getvalue()
+
+
+def handle(payload: dict[str, Any]) -> dict[str, Any]:
+    """Thumbnail a JPEG (payload keys ``width``, ``height``, ``max_size``, ``quality``)."""
+    width = int_param(payload, "width", 4000, low=1, high=12_000)
+    height = int_param(payload, "height", 3000, low=1, high=12_000)
+    max_size = int_param(payload, "max_size", 200, low=1, high=4096)
+    quality = int_param(payload, "quality", 85, low=1, high=95)
+    source = _source_jpeg(width, height)
+    with Image.open(io.BytesIO(source)) as image:
+        image.load()
+        image.thumbnail((max_size, max_size), Image.Resampling.LANCZOS)
+        out = io.BytesIO()
+        image.save(out, format="JPEG", quality=quality)
+        size = image.size
+    data = out.getvalue()
+    return {
+        "source_bytes": len(source),
+        "thumbnail_bytes": len(data),
+        "thumbnail_size": list(size),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
