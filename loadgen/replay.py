@@ -1,0 +1,255 @@
+"""Open-loop replay of a Workload against live endpoints, with Locust as the load generator.
+
+:func:`replay` writes the schedule to files, runs ``locust --headless`` (``loadgen/locustfile.py``)
+as a subprocess — one local process, or a master and N workers splitting the schedule — waits for
+it, and merges the per-process request records into a RunResult (``requests.parquet`` +
+``summary.json`` via :func:`loadgen.results.write_run`). Locust is never imported here: it
+monkey-patches the process with gevent.
+
+Accounting is exact: every scheduled request appears once. One the load generator never reported
+(its process died, was killed at the deadline, or never started) is recorded as ``error`` with
+``sent_s`` null, and the run is marked failed with the reason, so ``ok + errors + timeouts`` always
+equals the schedule and a broken load generator never reads as a good number.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from loadgen.errors import InputError, LoadgenError
+from loadgen.results import RunResult, write_run
+from loadgen.workload import Workload
+
+logger = logging.getLogger(__name__)
+
+LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
+FUNCTION_HEADER = "X-Scoretune-Function"
+STARTUP_ALLOWANCE_S = 60.0
+"""How long Locust may take to start and connect its workers before the run counts as failed."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def resolve_targets(
+    functions: list[str], targets: str | Mapping[str, str], host_template: str | None = None
+) -> tuple[list[str], list[str | None]]:
+    """URL and Host header for each function.
+
+    ``targets`` is either one ingress URL (every function is POSTed there; the function travels in
+    the ``X-Scoretune-Function`` header, and ``host_template`` such as
+    ``"{function}.default.example.com"`` sets the Host header, which is how Knative's ingress routes)
+    or a mapping ``{function: url}`` that must cover every function of the workload.
+    """
+    if isinstance(targets, str):
+        if not targets.startswith(("http://", "https://")):
+            raise InputError(f"target must be an http(s) URL, got {targets!r}", field="target")
+        urls = [targets for _ in functions]
+    else:
+        missing = [f for f in functions if f not in targets]
+        if missing:
+            raise InputError(f"no target URL for function(s) {missing}; the map has {sorted(targets)}", field="targets")
+        urls = [str(targets[f]) for f in functions]
+        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+        if bad:
+            raise InputError(f"target must be an http(s) URL, got {bad[0]!r}", field="targets")
+    hosts = [host_template.format(function=f) if host_template else None for f in functions]
+    return urls, hosts
+
+
+def write_schedule(workload: Workload, directory: Path, urls: list[str], hosts: list[str | None],
+                   functions: list[str], *, concurrency: int) -> Path:
+    """``schedule.npz`` (numeric columns) + ``schedule.json`` (names, URLs, distinct payloads): cheap
+    for the Locust processes to load without pandas or pyarrow."""
+    frame = workload.frame
+    fidx = pd.Categorical(frame["function"], categories=functions).codes.astype(np.int32)
+    payload_codes, payloads = pd.factorize(frame["payload"], sort=False)
+    path = directory / "schedule.npz"
+    np.savez(
+        path,
+        request_id=np.arange(len(frame), dtype=np.int64),
+        t_s=frame["t_s"].to_numpy(dtype=np.float64),
+        function_index=fidx,
+        payload_index=payload_codes.astype(np.int32),
+    )
+    meta = {"functions": functions, "urls": urls, "hosts": hosts, "payloads": [str(p) for p in payloads],
+            "concurrency": concurrency}
+    path.with_suffix(".json").write_text(json.dumps(meta))
+    return path
+
+
+def merge_records(workload: Workload, records_dir: Path) -> tuple[pd.DataFrame, int]:
+    """The requests table: one row per scheduled request, filled from every ``records-*.json``.
+
+    Returns the table and how many scheduled requests no load process reported (those are
+    ``error`` with ``sent_s`` null)."""
+    n = len(workload)
+    sent = np.full(n, np.nan)
+    finished = np.full(n, np.nan)
+    status = np.full(n, "error", dtype=object)
+    http = np.full(n, -1, dtype=np.int64)
+    node = np.full(n, None, dtype=object)
+    cold = np.full(n, None, dtype=object)
+    seen = np.zeros(n, dtype=bool)
+    for path in sorted(records_dir.glob("records-*.json")):
+        rec = json.loads(path.read_text())
+        rid = np.asarray(rec["request_id"], dtype=np.int64)
+        if rid.size == 0:
+            continue
+        if rid.min() < 0 or rid.max() >= n:
+            raise LoadgenError(f"{path}: request ids outside the schedule (0..{n - 1})")
+        sent[rid] = np.asarray(rec["sent_s"], dtype=np.float64)
+        finished[rid] = np.asarray(rec["finished_s"], dtype=np.float64)
+        status[rid] = np.asarray(rec["status"], dtype=object)
+        http[rid] = [(-1 if c is None else int(c)) for c in rec["http_status"]]
+        node[rid] = np.asarray(rec["node"], dtype=object)
+        cold[rid] = np.asarray(rec["cold_start"], dtype=object)
+        seen[rid] = True
+    scheduled = workload.frame["t_s"].to_numpy(dtype=np.float64)
+    table = pd.DataFrame(
+        {
+            "request_id": np.arange(n, dtype=np.int64),
+            "function": workload.frame["function"].astype(object).to_numpy(),
+            "scheduled_s": scheduled,
+            "sent_s": sent,
+            "finished_s": finished,
+            # finished - scheduled: client lag counts against latency instead of disappearing
+            "latency_s": finished - scheduled,
+            "status": status,
+            "http_status": pd.array([None if c < 0 else int(c) for c in http], dtype="Int32"),
+            "node": node,
+            "cold_start": pd.array(cold.tolist(), dtype="boolean"),
+        }
+    )
+    return table, int((~seen).sum())
+
+
+def _command(role: str, *, users: int, run_time_s: float, stop_timeout_s: float, port: int, workers: int) -> list[str]:
+    locust = shutil.which("locust", path=str(Path(sys.executable).parent)) or "locust"
+    cmd = [locust, "-f", str(LOCUSTFILE), "--headless", "--loglevel", "WARNING"]
+    if role == "worker":
+        return cmd + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+    cmd += ["-u", str(users), "-r", str(max(users, 1)), "-t", f"{int(np.ceil(run_time_s))}s",
+            "--stop-timeout", f"{int(np.ceil(stop_timeout_s))}", "--exit-code-on-error", "0"]
+    if role == "master":
+        cmd += ["--master", "--expect-workers", str(workers), "--master-bind-host", "127.0.0.1",
+                "--master-bind-port", str(port)]
+    return cmd
+
+
+def replay(
+    workload: Workload,
+    targets: str | Mapping[str, str],
+    out_dir: str | Path,
+    *,
+    timeout_s: float = 30.0,
+    workers: int = 0,
+    info: dict[str, Any] | None = None,
+    host_template: str | None = None,
+    concurrency: int = 2000,
+    start_epoch: float | None = None,
+) -> RunResult:
+    """Replay ``workload`` open loop against ``targets`` and write a run directory to ``out_dir``.
+
+    targets: one ingress URL (function in the ``X-Scoretune-Function`` header, optional Host from
+        ``host_template``, e.g. ``"{function}.default.example.com"`` for Knative) or ``{function: url}``.
+    timeout_s: a request not answered within this is ``timeout``; connection errors and non-2xx are
+        ``error``.
+    workers: 0 runs one local Locust process; N >= 1 runs a master and N worker processes on this
+        machine (the same code path as remote workers), worker i taking ``request_id % N == i``.
+    info: extra fields for ``summary.json`` (seed, cluster, profile, ...).
+    concurrency: connections per target host per load process (open loop needs one per in-flight request).
+    start_epoch: the Unix time of t = 0 (for remote workers with synchronised clocks); by default
+        Locust starts the clock itself once its processes are up, so startup is not counted as lag.
+
+    Returns the RunResult; a load generator that failed gives ``result.failed`` with the reason in
+    ``summary["failure"]`` (never an exception after the schedule was handed to Locust).
+    """
+    if not (np.isfinite(timeout_s) and timeout_s > 0):
+        raise InputError(f"must be > 0, got {timeout_s!r}", field="timeout_s")
+    if workers < 0:
+        raise InputError(f"must be >= 0, got {workers!r}", field="workers")
+    out_dir = Path(out_dir)
+    work = out_dir / "locust"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    functions = sorted(workload.frame["function"].unique().tolist())
+    urls, hosts = resolve_targets(functions, targets, host_template)
+    schedule = write_schedule(workload, work, urls, hosts, functions, concurrency=concurrency)
+    duration = workload.duration_s
+    run_time = duration + timeout_s + 15.0
+    deadline_s = run_time + STARTUP_ALLOWANCE_S
+    env = dict(os.environ)
+    env.update(
+        SCORETUNE_SCHEDULE=str(schedule), SCORETUNE_RECORDS_DIR=str(work), SCORETUNE_TIMEOUT_S=repr(float(timeout_s)),
+        SCORETUNE_WORKERS=str(max(workers, 1)), SCORETUNE_START_EPOCH=repr(float(start_epoch or 0.0)),
+        PYTHONUNBUFFERED="1",
+    )
+    port = _free_port()
+    roles = [("local", 1)] if workers == 0 else [("master", workers)] + [("worker", 0)] * workers
+    procs: list[tuple[str, subprocess.Popen]] = []
+    failure: str | None = None
+    t0 = time.time()
+    try:
+        for i, (role, users) in enumerate(roles):
+            log = open(work / f"{role}-{i}.log", "wb")  # noqa: SIM115 - closed with the process below
+            cmd = _command(role, users=users, run_time_s=run_time, stop_timeout_s=timeout_s + 10,
+                           port=port, workers=workers)
+            procs.append((role, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)))
+            log.close()
+        logger.info("replaying %d requests over %.1f s with %s", len(workload), duration,
+                    "1 Locust process" if workers == 0 else f"a master and {workers} workers")
+        head = procs[0][1]
+        try:
+            head.wait(timeout=deadline_s)
+        except subprocess.TimeoutExpired:
+            failure = f"load generator did not finish within {deadline_s:.0f} s"
+        for role, p in procs[1:]:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                failure = failure or f"locust {role} did not exit"
+        rcs = [p.returncode for _, p in procs]
+        if failure is None and any(rc not in (0, None) for rc in rcs):
+            failure = f"locust exited with status {rcs} (see {work}/*.log)"
+    finally:
+        for _, p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    requests, unsent = merge_records(workload, work)
+    if unsent and failure is None:
+        failure = f"{unsent} scheduled request(s) never reported by the load generator (see {work}/*.log)"
+    if failure:
+        logger.error("replay failed: %s", failure)
+    summary_info = {
+        "backend_replay": {
+            "targets": targets if isinstance(targets, str) else dict(targets),
+            "host_template": host_template,
+            "timeout_s": timeout_s,
+            "workers": workers,
+            "wall_s": round(time.time() - t0, 3),
+            "unreported": unsent,
+        },
+        "workload": {k: workload.metadata.get(k) for k in ("name", "source", "seed", "file", "duration_s")
+                     if k in workload.metadata},
+        **(info or {}),
+    }
+    return write_run(out_dir, requests, info=summary_info, failed=failure is not None, failure=failure)
