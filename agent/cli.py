@@ -50,6 +50,9 @@ def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DE
 
 # --- command groups, one per package job -------------------------------------------------------
 # Each package adds its own lines here: an import of its typer app and one add_typer/command call.
+from testbed.sim.cli import app as sim_app  # noqa: E402
+
+app.add_typer(sim_app, name="sim", help="The discrete-event simulator of Knative on Kubernetes.")
 
 app.add_typer(bench_app, name="bench")
 

@@ -1,0 +1,1 @@
+"""The discrete-event simulator of Knative on Kubernetes (DESIGN.md, backend ``sim``)."""
