@@ -57,8 +57,15 @@ _records: dict[str, list] = {k: [] for k in ("request_id", "sent_s", "finished_s
 _state = {"index": 0, "written": False, "done_workers": 0, "expected": 0}
 
 
-def _is_timeout(exc: BaseException) -> bool:
-    return isinstance(exc, TimeoutError | gevent.Timeout) or "timeout" in type(exc).__name__.lower()
+def _is_timeout(exc: BaseException | None) -> bool:
+    """A timeout, possibly wrapped (geventhttpclient raises RetriesExceeded(original=timeout))."""
+    for _ in range(5):
+        if exc is None:
+            return False
+        if isinstance(exc, TimeoutError | gevent.Timeout) or "timeout" in type(exc).__name__.lower():
+            return True
+        exc = getattr(exc, "original", None) or exc.__cause__ or exc.__context__
+    return False
 
 
 def _header(response, name: str) -> str | None:

@@ -5,7 +5,7 @@ the load generator, not the server, is what a benchmark measures. Behaviour is s
 (the ``X-Scoretune-Function`` request header, as the embedded lab routes): a delay, a status code,
 or a hang (never answer, to exercise timeouts). Every response carries ``X-Scoretune-Node`` and
 ``X-Scoretune-Cold-Start`` (the first request of each function is "cold"), and the server records
-the arrival time of every request, which is how tests check that load is open-loop.
+the arrival time, function and Host header of every request, which is how tests check that load is open-loop.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class ReplayTestServer:
     default: Behaviour = field(default_factory=Behaviour)
     per_function: dict[str, Behaviour] = field(default_factory=dict)
     node: str = "node-a"
-    arrivals: list[tuple[float, str]] = field(default_factory=list)
+    arrivals: list[tuple[float, str, str]] = field(default_factory=list)
     port: int = 0
 
     def __post_init__(self) -> None:
@@ -62,7 +62,7 @@ class ReplayTestServer:
                 if length:
                     await reader.readexactly(length)
                 fn = headers.get("x-scoretune-function", "")
-                self.arrivals.append((now, fn))
+                self.arrivals.append((now, fn, headers.get("host", "")))
                 b = self.per_function.get(fn, self.default)
                 if b.hang:
                     await asyncio.sleep(3600)
@@ -82,7 +82,7 @@ class ReplayTestServer:
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
         except asyncio.CancelledError:
-            raise
+            pass  # server shutting down
         finally:
             writer.close()
 
