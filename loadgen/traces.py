@@ -106,7 +106,7 @@ def _numbers(
     unparsable, NaN, infinite or below-``minimum`` cells raise with the file line."""
     s = frame[col].astype(str).str.strip()
     blank = (s == "").to_numpy()
-    values = pd.to_numeric(s.where(~blank, "0"), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    values = pd.to_numeric(s.where(~blank, "0"), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan).copy()
     if empty is not None:
         values[blank] = empty
     bad = ~np.isfinite(values) | (blank if empty is None else np.zeros_like(blank))
