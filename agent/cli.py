@@ -54,6 +54,16 @@ from testbed.sim.cli import app as sim_app  # noqa: E402
 
 app.add_typer(sim_app, name="sim", help="The discrete-event simulator of Knative on Kubernetes.")
 
+from testbed.local.cli import app as testbed_app  # noqa: E402
+
+app.add_typer(testbed_app, name="testbed", help="The embedded lab: up, status, down.")
+
+from loadgen.cli import bench_replay, replay_command, workload_app  # noqa: E402
+
+app.add_typer(workload_app, name="workload", help="Workloads: from a trace, synthetic, show.")
+app.command("replay", help="Replay a workload open loop with Locust and record every request.")(replay_command)
+bench_app.command("replay", help="Highest open-loop replay rate with dispatch lag p99 under 20 ms.")(bench_replay)
+
 app.add_typer(bench_app, name="bench")
 
 

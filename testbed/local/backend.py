@@ -1,0 +1,158 @@
+"""``LocalBackend``: the Backend protocol over the embedded lab (real processes, real HTTP, Locust).
+
+The backend either attaches to a lab already running in its state directory (``testbed up``) or
+starts its own (and stops it in :meth:`close`). ``run`` checks the workload against the lab before
+any load starts (unknown functions, functions that fit on no node), marks the run's start in the
+controller, replays the workload open-loop with :func:`loadgen.replay.replay` against the ingress,
+then collects the placements and lab events (a node lost mid-run) into the same run directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from loadgen.results import PLACEMENTS_SCHEMA, RunResult, write_run
+from loadgen.workload import Workload
+from testbed.cluster import ClusterSpec, load_cluster
+from testbed.errors import InputError, TestbedError
+from testbed.local import lab as labmod
+from testbed.local.state import LabState
+
+log = logging.getLogger(__name__)
+
+START_LEAD_S = 5.0  # t = 0 of the replay is this far after the call, so Locust has started by then
+
+
+class LocalBackend:
+    """Backend ``local``. ``cluster`` is a spec (or its path/name); ``state_dir`` the lab's state
+    directory (a private temporary one by default, so a backend never collides with a running
+    ``testbed up``); ``port`` the ingress port (0: any free one)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        cluster: ClusterSpec | str | Path = labmod.DEFAULT_CLUSTER,
+        *,
+        state_dir: str | Path | None = None,
+        port: int = 0,
+        cpu_enforcement: str = "auto",
+        seed: int = 0,
+        timeout_s: float = 30.0,
+        attach: bool = False,
+    ) -> None:
+        self.cluster = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
+        if state_dir is None:
+            import tempfile
+
+            state_dir = tempfile.mkdtemp(prefix="scoretune-local-")
+        self.state_dir = Path(state_dir)
+        self.timeout_s = timeout_s
+        self.seed = seed
+        self.profile: Any = None
+        handle = labmod.running_lab(self.state_dir) if attach else None
+        self.owned = handle is None
+        if handle is None:
+            handle = labmod.up(self.cluster, state_dir=self.state_dir, port=port, cpu_enforcement=cpu_enforcement, seed=seed)
+        self.handle = handle
+        self.client = handle.client
+        self._closed = False
+
+    @property
+    def url(self) -> str:
+        return self.handle.url
+
+    @property
+    def cpu_notice(self) -> str:
+        return self.handle.cpu_mode.notice
+
+    def apply(self, profile: Any) -> None:
+        """Switch the lab scheduler's profile live (pods created from now on use it)."""
+        from testbed.local.placement import profile_to_config_dict
+
+        self.client.set_profile_config(profile_to_config_dict(profile))
+        self.profile = profile
+
+    def reset(self) -> None:
+        """Every function to zero, image caches as in the spec, a fresh autoscaler and scheduler."""
+        self.client.reset()
+
+    def validate(self, workload: Workload) -> None:
+        """Raise InputError before any load if the workload cannot run on this lab."""
+        problems = self.client.validate(workload.functions)
+        if problems:
+            raise InputError("; ".join(problems), file=workload.metadata.get("file", workload.name), field="function")
+
+    def run(self, workload: Workload, out_dir: Path, *, seed: int = 0) -> RunResult:
+        from loadgen.replay import replay
+
+        if len(workload) == 0:
+            raise InputError("the workload has no requests", file=workload.name)
+        self.validate(workload)
+        out_dir = Path(out_dir)
+        t0 = time.time() + START_LEAD_S
+        self.client.begin_run()
+        info = {
+            "backend": self.name,
+            "seed": seed,
+            "cluster": self.cluster.name,
+            "cpu_enforcement": self.handle.cpu_mode.mode,
+            "profile": self._profile_info(),
+        }
+        result = replay(workload, self.url, out_dir, timeout_s=self.timeout_s, info=info, start_epoch=t0)
+        try:
+            end = self.client.end_run(t0)
+        except TestbedError as err:
+            end = {"placements": [], "events": [{"event": "controller_unreachable", "error": str(err)}]}
+        placements = pd.DataFrame(end["placements"], columns=[*PLACEMENTS_SCHEMA.names])
+        events = end.get("events", [])
+        summary = dict(result.summary)
+        for key in ("count", "ok", "errors", "timeouts", "cold_starts", "failed", "failure"):
+            summary.pop(key, None)
+        summary = {k: v for k, v in summary.items() if not k.startswith(("latency_", "dispatch_", "late_"))}
+        summary["lab_events"] = events
+        summary["nodes_lost"] = sorted({e["node"] for e in events if e.get("event") == "node_lost"})
+        return write_run(
+            out_dir,
+            result.requests,
+            placements,
+            info=summary,
+            failed=result.failed,
+            failure=result.summary.get("failure"),
+        )
+
+    def _profile_info(self) -> dict[str, Any] | None:
+        if self.profile is None:
+            return None
+        from testbed.scheduler.config import profile_weights
+
+        return {"scheduler_name": self.profile.scheduler_name, "weights": profile_weights(self.profile)}
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.client.close()
+        if self.owned:
+            labmod.down(self.state_dir)
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # a forgotten close must not leave processes behind
+        try:
+            if not self._closed and self.owned:
+                labmod.down(self.state_dir)
+        except Exception:
+            pass
+
+
+__all__ = ["LabState", "LocalBackend"]

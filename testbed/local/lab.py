@@ -1,0 +1,279 @@
+"""Starting, inspecting and stopping the embedded lab (``scoretune testbed up/status/down``).
+
+``up`` checks its inputs first (the cluster spec, the ingress port), picks the CPU enforcement
+(:func:`testbed.local.cpu.detect`), writes the lab description into the state directory, starts
+one node agent per node and then the controller, each in its own session with its log in
+``<state>/logs``, and waits until the controller answers. Every process is recorded by pid (and
+start time) as it starts, so ``down`` -- from this process or any other -- stops exactly those,
+then removes the cgroups the lab created. If ``up`` fails half-way it tears down what it started.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from testbed.cluster import ClusterSpec, cluster_to_dict, load_cluster
+from testbed.errors import ClusterSpecError, TestbedError
+from testbed.local import cpu
+from testbed.local.state import LabState, record_for, stop_process
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CLUSTER = "lab-small"
+DEFAULT_PORT = 8480
+START_TIMEOUT_S = 60.0
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def check_port_free(port: int) -> None:
+    """A clear error, before anything starts, when the ingress port is taken."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise TestbedError(
+                f"port {port} on 127.0.0.1 is already in use ({err.strerror}); pick another with --port, or 0 for any"
+            ) from None
+
+
+def check_cluster(cluster: ClusterSpec) -> None:
+    """Specs the lab cannot run: no schedulable node, or nodes too small to hold any process."""
+    if all(n.unschedulable for n in cluster.nodes):
+        raise ClusterSpecError("every node is unschedulable: no instance could ever run", file=cluster.path or "<cluster>")
+    for i, n in enumerate(cluster.nodes):
+        if n.cpu_milli < 10:
+            raise ClusterSpecError(f"node {n.name}: cpu {n.cpu_milli}m is below the lab's 10m minimum", file=cluster.path or "<cluster>", field=f"nodes.{i}.cpu")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class LabHandle:
+    state_dir: Path
+    url: str
+    cpu_mode: cpu.CpuMode
+
+    @property
+    def client(self) -> LabClient:
+        return LabClient(self.url)
+
+
+class LabClient:
+    """The controller's control API over HTTP (blocking; the backend's side)."""
+
+    def __init__(self, url: str, *, timeout_s: float = 120.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._http = requests.Session()
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            r = self._http.request(method, f"{self.url}/_lab/{path}", json=body, timeout=self.timeout_s)
+        except requests.RequestException as err:
+            raise TestbedError(f"lab controller at {self.url} does not answer: {err}") from None
+        data = r.json()
+        if r.status_code >= 400:
+            raise TestbedError(f"lab controller: {path}: {data.get('error', r.text)}")
+        return data
+
+    def status(self) -> dict[str, Any]:
+        return self._call("GET", "status")
+
+    def healthy(self) -> bool:
+        try:
+            return self._http.get(f"{self.url}/_lab/healthz", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def set_profile_config(self, config: dict[str, Any]) -> None:
+        self._call("POST", "profile", {"config": config})
+
+    def reset(self) -> None:
+        self._call("POST", "reset", {})
+
+    def begin_run(self) -> float:
+        return float(self._call("POST", "run/begin", {})["t0"])
+
+    def end_run(self, t0: float) -> dict[str, Any]:
+        return self._call("POST", "run/end", {"t0": t0})
+
+    def validate(self, functions: list[str]) -> list[str]:
+        return list(self._call("POST", "validate", {"functions": functions})["problems"])
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def _spawn(state: LabState, role: str, name: str, args: list[str]) -> Any:
+    logf = open(state.log_path(name), "ab")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=logf,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        close_fds=True,
+        env=env,
+        cwd=str(REPO_ROOT),
+    )
+    logf.close()
+    rec = record_for(role, name.removeprefix(f"{role}-"), proc.pid)
+    state.add_proc(rec)
+    return rec
+
+
+def running_lab(state_dir: str | Path | None = None) -> LabHandle | None:
+    """The lab running in ``state_dir``, if its controller is alive and answers."""
+    state = LabState(state_dir)
+    lab = state.read_lab()
+    ctrl = state.live_procs("controller")
+    port = state.read_port("controller")
+    if lab is None or not ctrl or port is None:
+        return None
+    mode = cpu.CpuMode(lab["cpu"]["mode"], lab["cpu"]["base"], lab["cpu"]["reason"])
+    return LabHandle(state.root, f"http://127.0.0.1:{port}", mode)
+
+
+def prepare(
+    spec: ClusterSpec,
+    state: LabState,
+    *,
+    port: int = 0,
+    cpu_enforcement: str = "auto",
+    seed: int = 0,
+    profile_config: dict[str, Any] | None = None,
+) -> cpu.CpuMode:
+    """Pick the CPU enforcement, create the lab cgroup, write ``lab.json``."""
+    mode = cpu.detect(cpu_enforcement)
+    log.info("%s", mode.notice)
+    state.ensure()
+    lab_group = f"scoretune-lab-{uuid.uuid4().hex[:8]}"
+    if mode.mode != "duty-cycle":
+        try:
+            path = cpu.CgroupLimiter.make_lab_group(mode, lab_group)
+            state.add_cgroup(str(path))
+        except OSError as err:
+            log.warning("cannot create the lab cgroup (%s); falling back to duty cycling", err.strerror)
+            mode = cpu.CpuMode("duty-cycle", None, f"creating {lab_group} failed: {err.strerror}")
+    state.write_lab(
+        {
+            "cluster": cluster_to_dict(spec),
+            "cluster_name": spec.name,
+            "cluster_file": str(spec.path) if spec.path else "<cluster>",
+            "cpu": {"mode": mode.mode, "base": mode.base, "reason": mode.reason, "lab_group": lab_group, "notice": mode.notice},
+            "port": port,
+            "seed": seed,
+            "profile": profile_config,
+            "started_at": time.time(),
+            "started_by": os.getpid(),
+        }
+    )
+    return mode
+
+
+def start_agents(spec: ClusterSpec, state: LabState) -> dict[str, int]:
+    """One agent process per node; returns node -> agent port once every agent listens."""
+    recs = []
+    for n in spec.nodes:
+        args = ["testbed.local.agent", "--state-dir", str(state.root), "--node", n.name]
+        recs.append((n.name, _spawn(state, "agent", f"agent-{n.name}", args)))
+    return {name: state.wait_port(f"agent-{name}", rec, START_TIMEOUT_S) for name, rec in recs}
+
+
+def start_controller(state: LabState, port: int, mode: cpu.CpuMode) -> LabHandle:
+    ctrl = _spawn(state, "controller", "controller", ["testbed.local.controller", "--state-dir", str(state.root), "--port", str(port)])
+    bound = state.wait_port("controller", ctrl, START_TIMEOUT_S)
+    handle = LabHandle(state.root, f"http://127.0.0.1:{bound}", mode)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not handle.client.healthy():
+        if time.monotonic() > deadline or not ctrl.alive():
+            raise RuntimeError(f"the controller does not answer; see {state.log_path('controller')}")
+        time.sleep(0.05)
+    return handle
+
+
+def up(
+    cluster: str | Path | ClusterSpec = DEFAULT_CLUSTER,
+    *,
+    state_dir: str | Path | None = None,
+    port: int = DEFAULT_PORT,
+    cpu_enforcement: str = "auto",
+    profile_config: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> LabHandle:
+    """Start the lab and return once its controller answers; raises before starting anything on
+    bad input (a spec that cannot run, a taken port, a lab already running in ``state_dir``)."""
+    spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
+    check_cluster(spec)
+    state = LabState(state_dir)
+    if running_lab(state.root) is not None:
+        raise TestbedError(f"a lab is already running in {state.root}; `scoretune testbed down` first")
+    if state.procs():
+        down(state.root)  # leftovers of a lab that died: clean them before starting anew
+    check_port_free(port)
+    mode = prepare(spec, state, port=port, cpu_enforcement=cpu_enforcement, seed=seed, profile_config=profile_config)
+    try:
+        start_agents(spec, state)
+        handle = start_controller(state, port, mode)
+    except (RuntimeError, TimeoutError) as err:
+        logs = "\n".join(f"--- {p.name}\n{_tail(p)}" for p in sorted(state.logs_dir.glob("*.log")) if p.stat().st_size)
+        down(state.root)
+        raise TestbedError(f"the lab did not start: {err}\n{logs}") from None
+    return handle
+
+
+def down(state_dir: str | Path | None = None) -> dict[str, int]:
+    """Stop every process the lab in ``state_dir`` started (controller, agents, instances), by pid,
+    remove its cgroups, and forget its state. Returns how many of each were stopped."""
+    state = LabState(state_dir)
+    stopped: dict[str, int] = {"controller": 0, "agent": 0, "instance": 0, "cgroups": 0}
+    for role in ("controller", "agent", "instance"):
+        for rec in state.procs(role):
+            if stop_process(rec):
+                stopped[role] += 1
+            state.remove_proc(rec.role, rec.name)
+    for path in sorted(state.cgroups(), key=lambda p: -len(Path(p).parts)):
+        if Path(path).exists() and cpu.remove_cgroup(path):
+            stopped["cgroups"] += 1
+    # instances whose records were not written yet (the agent died mid-spawn) die with their agent
+    # (PDEATHSIG); cgroups they were in are gone above.
+    state.clear()
+    return stopped
+
+
+def status(state_dir: str | Path | None = None) -> dict[str, Any]:
+    """The running lab's view (nodes, instances, placement), or the recorded processes' liveness."""
+    state = LabState(state_dir)
+    lab = state.read_lab()
+    if lab is None:
+        return {"running": False, "state_dir": str(state.root)}
+    procs = [{"role": r.role, "name": r.name, "pid": r.pid, "alive": r.alive()} for r in state.procs()]
+    handle = running_lab(state.root)
+    out: dict[str, Any] = {"running": handle is not None, "state_dir": str(state.root), "processes": procs, "cpu": lab["cpu"]}
+    if handle is not None:
+        out["url"] = handle.url
+        try:
+            out.update(handle.client.status())
+        except TestbedError as err:
+            out["error"] = str(err)
+    return out

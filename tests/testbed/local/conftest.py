@@ -1,0 +1,38 @@
+"""Fixtures of the embedded-lab tests: every lab a test starts is torn down by a finaliser, even
+when the test fails, and the test then checks that no process it recorded is left alive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testbed.local import lab as labmod
+from testbed.local.state import LabState
+
+SMALL_CLUSTER = """\
+name: test-lab
+description: two tiny nodes, one fast with float-ops cached, one slow with nothing cached
+groups:
+  - {name: fast, count: 1, cpu: "1", memory: 2Gi, speed: 1.0, images: [ghcr.io/scoretune/fn-float-ops:0.1.0], image_pull_bandwidth: 400Mi}
+  - {name: slow, count: 1, cpu: "1", memory: 2Gi, speed: 0.5, image_pull_bandwidth: 400Mi}
+"""
+
+
+@pytest.fixture
+def cluster_file(tmp_path: Path) -> Path:
+    path = tmp_path / "test-lab.yaml"
+    path.write_text(SMALL_CLUSTER)
+    return path
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path):
+    """A private lab state directory; whatever was started in it is stopped afterwards."""
+    root = tmp_path / "lab-state"
+    state = LabState(root)
+    yield root
+    recorded = state.procs()
+    labmod.down(root)
+    leftovers = [r for r in recorded if r.alive()]
+    assert not leftovers, f"processes left behind: {leftovers}"

@@ -1,0 +1,202 @@
+"""Unit tests of the lab's pure parts: state records, CPU quotas, the activator's routing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from testbed.local import cpu
+from testbed.local.routing import MAX_SLOTS, ConcurrencyMeter, Instance, Revision
+from testbed.local.state import LabState, ProcRecord, record_for, stop_process
+
+
+def test_proc_record_identity_survives_pid_reuse(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        rec = record_for("agent", "n0", p.pid)
+        assert rec.alive()
+        impostor = ProcRecord("agent", "n0", p.pid, rec.create_time - 100.0, os.getpid())
+        assert not impostor.alive(), "a record with another start time must not match the live pid"
+        state = LabState(tmp_path)
+        state.add_proc(rec)
+        assert state.procs("agent") == [rec]
+        assert stop_process(rec)
+        p.wait(5)
+        assert not rec.alive()
+        assert not stop_process(rec)
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def test_state_clear_keeps_logs(tmp_path):
+    state = LabState(tmp_path)
+    state.ensure()
+    state.write_lab({"x": 1})
+    state.write_port("controller", 1234)
+    state.log_path("controller").write_text("hello\n")
+    assert state.read_port("controller") == 1234 and state.read_lab() == {"x": 1}
+    state.clear()
+    assert state.read_lab() is None and state.read_port("controller") is None
+    assert state.log_path("controller").read_text() == "hello\n"
+
+
+def test_quota_scales_with_relative_speed():
+    assert cpu.quota_milli(1000, 1.0, 1.0) == 1000
+    assert cpu.quota_milli(1000, 0.5, 1.0) == 500
+    assert cpu.quota_milli(2000, 1.5, 3.0) == 1000
+    assert cpu.quota_milli(1, 0.1, 1.0) == 10  # floor: the kernel refuses quotas below 1 ms
+
+
+def test_detect_reports_a_mode_with_a_reason():
+    mode = cpu.detect()
+    assert mode.mode in ("cgroup-v2", "cgroup-v1", "duty-cycle")
+    words = {"cgroup-v2": "cgroup v2", "cgroup-v1": "cgroup v1", "duty-cycle": "duty cycling"}
+    assert mode.reason and words[mode.mode] in mode.notice
+    forced = cpu.detect("duty-cycle")
+    assert forced.mode == "duty-cycle" and "requested" in forced.reason
+    with pytest.raises(ValueError, match="cpu enforcement"):
+        cpu.detect("fast")
+
+
+def _spinner() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def _cpu_share(proc: subprocess.Popen, wall_s: float) -> float:
+    p = psutil.Process(proc.pid)
+    t0 = sum(p.cpu_times()[:2])
+    time.sleep(wall_s)
+    return (sum(p.cpu_times()[:2]) - t0) / wall_s
+
+
+def test_duty_cycle_limits_a_busy_process_to_its_quota():
+    """A spinning process under a 200m budget uses at most ~0.2 cores (one-sided bound: a busy
+    machine only lowers the share)."""
+    limiter = cpu.DutyCycleLimiter()
+    proc = _spinner()
+    try:
+        node = limiter.create("node", 1000)
+        group = limiter.create("inst", 200, parent=node)
+        limiter.add(group, proc.pid)
+        time.sleep(0.3)
+        share = _cpu_share(proc, 2.0)
+        assert share < 0.2 * 1.5, share
+    finally:
+        limiter.close()
+        proc.kill()
+        proc.wait()
+
+
+def test_duty_cycle_node_budget_is_shared_by_its_instances():
+    limiter = cpu.DutyCycleLimiter()
+    procs = [_spinner(), _spinner()]
+    try:
+        node = limiter.create("node", 200)
+        for i, p in enumerate(procs):
+            limiter.add(limiter.create(f"i{i}", 1000, parent=node), p.pid)
+        time.sleep(0.3)
+        ps = [psutil.Process(p.pid) for p in procs]
+        t0 = sum(sum(p.cpu_times()[:2]) for p in ps)
+        time.sleep(2.0)
+        share = (sum(sum(p.cpu_times()[:2]) for p in ps) - t0) / 2.0
+        assert share < 0.2 * 1.5, share
+    finally:
+        limiter.close()
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_cgroup_quota_limits_a_busy_process(tmp_path):
+    mode = cpu.detect()
+    if mode.mode == "duty-cycle":
+        pytest.skip(f"no writable cgroup here: {mode.reason}")
+    group_name = f"scoretune-test-{os.getpid()}"
+    root = cpu.CgroupLimiter.make_lab_group(mode, group_name)
+    limiter = cpu.CgroupLimiter(mode, group_name)
+    proc = _spinner()
+    try:
+        node = limiter.create("node", 1000)
+        inst = limiter.create("inst", 200, parent=node)
+        limiter.add(inst, proc.pid)
+        time.sleep(0.3)
+        assert _cpu_share(proc, 2.0) < 0.2 * 1.3
+    finally:
+        proc.kill()
+        proc.wait()
+        limiter.close()
+        cpu.remove_cgroup(root)
+    assert not root.exists()
+
+
+# --- routing ------------------------------------------------------------------------------
+
+
+def _rev(cc: int, n: int) -> Revision:
+    rev = Revision("f", cc, rng=random.Random(0))
+    for i in range(n):
+        rev.instances[f"i{i}"] = Instance(f"i{i}", "f", f"p{i}", rev.slots_per_instance, state="ready", seq=i)
+    return rev
+
+
+def test_slots_follow_container_concurrency():
+    assert _rev(0, 1).slots_per_instance == MAX_SLOTS
+    rev = _rev(2, 2)
+    got = [rev.try_acquire() for _ in range(5)]
+    assert [g.id if g else None for g in got] == ["i0", "i0", "i1", "i1", None]  # first available (CC <= 3)
+
+
+def test_round_robin_above_three_and_random_of_two_at_zero():
+    rev = _rev(10, 3)
+    ids = [rev.try_acquire().id for _ in range(6)]
+    assert sorted(ids) == ["i0", "i0", "i1", "i1", "i2", "i2"]
+    rev0 = _rev(0, 2)
+    for _ in range(100):
+        rev0.try_acquire()
+    actives = sorted(i.active for i in rev0.instances.values())
+    assert actives[1] - actives[0] <= 1, "random choice of two keeps loads within one request"
+
+
+def test_buffered_requests_are_served_first_come_first_served():
+    async def scenario():
+        rev = _rev(1, 0)
+        futs = [rev.enqueue(float(i)) for i in range(3)]
+        rev.dispatch()
+        assert not any(f.done() for f in futs)
+        inst = Instance("a", "f", "pa", 1, state="ready")
+        rev.instances["a"] = inst
+        rev.dispatch()
+        assert futs[0].done() and not futs[1].done()
+        rev.release(await futs[0])
+        assert futs[1].done() and not futs[2].done()
+        rev.fail_waiters(RuntimeError("reset"))
+        with pytest.raises(RuntimeError):
+            await futs[2]
+
+    asyncio.run(scenario())
+
+
+def test_draining_instance_takes_no_new_requests():
+    rev = _rev(1, 1)
+    rev.instances["i0"].state = "draining"
+    assert rev.try_acquire() is None
+
+
+def test_meter_is_time_weighted():
+    m = ConcurrencyMeter(last_s=0.0, since_s=0.0)
+    m.change(0.0, +1)
+    m.change(0.5, +1)  # two in flight from 0.5 s
+    m.change(0.75, -2)
+    avg, arrivals = m.scrape(1.0)
+    assert avg == pytest.approx((1 * 0.5 + 2 * 0.25) / 1.0)
+    assert arrivals == 2
+    avg2, arr2 = m.scrape(2.0)
+    assert avg2 == 0.0 and arr2 == 0
