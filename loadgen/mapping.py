@@ -25,8 +25,8 @@ import numpy as np
 from functions.spec import FunctionSpec
 from loadgen.errors import InputError
 
-TRACE_REPLAY_FUNCTION = "trace-replay"
-"""The trace-driven suite function: its payload ``{"cpu_s", "memory_bytes"}`` replays the trace's own work."""
+TRACE_REPLAY_FUNCTION = "trace-driven"
+"""The trace-driven suite function (functions/trace_driven): its payload ``{"cpu_s", "memory_bytes"}`` replays the trace's own work."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,308 @@
+"""``scoretune workload ...``, ``scoretune replay`` and ``scoretune bench replay``.
+
+Registered by ``agent/cli.py``: ``workload_app`` as the ``workload`` group, :func:`replay_command`
+as ``replay`` and :func:`bench_replay` under ``bench``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+import yaml
+
+from loadgen.errors import InputError
+from loadgen.workload import Workload, read_workload, write_workload
+
+logger = logging.getLogger(__name__)
+
+workload_app = typer.Typer(help="Build and inspect workloads (arrival schedules).", no_args_is_help=True)
+
+
+def _names(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    return names or None
+
+
+def _floats(text: str, field: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"expected comma-separated numbers, got {text!r}", field=field) from None
+
+
+def _function_shares(text: str, field: str = "--functions") -> list[str] | dict[str, float]:
+    """``a,b,c`` (equal shares) or ``a=3,b=1``."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise InputError("at least one function is needed", field=field)
+    if all("=" not in p for p in parts):
+        return parts
+    shares: dict[str, float] = {}
+    for p in parts:
+        name, _, share = p.partition("=")
+        try:
+            shares[name.strip()] = float(share) if share else 1.0
+        except ValueError:
+            raise InputError(f"share of {name!r} is not a number: {share!r}", field=field) from None
+    return shares
+
+
+@workload_app.command("from-trace")
+def from_trace(
+    kind: str = typer.Argument(..., help="alibaba-genai, alibaba-genai-qps, alibaba-gpu2023, azure2019, azure2021, huawei"),
+    path: Path = typer.Argument(..., help="the trace file (or directory, for azure2019 / huawei); read in place"),
+    minutes: float | None = typer.Option(None, "--minutes", help="compress the trace's span into this many minutes"),
+    rate_scale: float = typer.Option(1.0, "--rate-scale", help="multiply the arrival rate (thin or replicate)"),
+    functions: str | None = typer.Option(None, "--functions", help="suite functions to map onto, comma-separated"),
+    seed: int = typer.Option(0, "--seed"),
+    trace_replay: bool = typer.Option(False, "--trace-replay", help="send all to the trace-driven function with the trace's own durations"),
+    out: Path = typer.Option(..., "-o", "--out", help="workload Parquet file to write"),
+) -> None:
+    """Turn a public trace into a workload."""
+    from loadgen.traces import read_trace
+
+    wl = read_trace(kind, path, minutes=minutes, rate_scale=rate_scale, functions=_names(functions), seed=seed,
+                    trace_replay=trace_replay)
+    write_workload(wl, out)
+    _print_summary(wl, out)
+
+
+@workload_app.command("synth")
+def synth(
+    kind: str = typer.Argument(..., help="poisson, mmpp, diurnal or steps"),
+    functions: str = typer.Option(..., "--functions", help="a,b,c (equal shares) or a=3,b=1"),
+    rate: float = typer.Option(10.0, "--rate", help="poisson: rate; diurnal: mean rate (requests/s)"),
+    rates: str = typer.Option("2,50", "--rates", help="mmpp: rate per state; steps: rate per step (requests/s)"),
+    dwell: str = typer.Option("10,2", "--dwell", help="mmpp: mean time in each state (s)"),
+    step_s: str = typer.Option("60", "--step-s", help="steps: length of each step, one or one per step (s)"),
+    duration: float = typer.Option(600.0, "--duration", help="seconds (steps: the sum of the steps)"),
+    amplitude: float = typer.Option(0.5, "--amplitude", help="diurnal: relative swing in [0, 1]"),
+    period: float | None = typer.Option(None, "--period", help="diurnal: period (s), default the duration"),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path = typer.Option(..., "-o", "--out", help="workload Parquet file to write"),
+) -> None:
+    """Generate a synthetic workload with a seed."""
+    from loadgen import synth as gen
+
+    fns = _function_shares(functions)
+    if kind == "poisson":
+        wl = gen.poisson(rate, duration, fns, seed=seed)
+    elif kind == "mmpp":
+        wl = gen.mmpp(_floats(rates, "--rates"), _floats(dwell, "--dwell"), duration, fns, seed=seed)
+    elif kind == "diurnal":
+        wl = gen.diurnal(rate, duration, fns, amplitude=amplitude, period_s=period, seed=seed)
+    elif kind == "steps":
+        lengths = _floats(step_s, "--step-s")
+        wl = gen.steps(_floats(rates, "--rates"), lengths[0] if len(lengths) == 1 else lengths, fns, seed=seed)
+    else:
+        raise InputError(f"unknown generator {kind!r}; known: {sorted(gen.GENERATORS)}", field="kind")
+    write_workload(wl, out)
+    _print_summary(wl, out)
+
+
+def rate_series(workload: Workload, bin_s: float | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], float]:
+    """Bin edges and requests/s per function in each bin (about 200 bins by default)."""
+    duration = max(float(workload.metadata.get("duration_s") or 0.0), workload.duration_s, 1e-9)
+    bin_s = bin_s or max(duration / 200.0, 0.001)
+    edges = np.arange(0.0, duration + bin_s, bin_s)
+    if edges.size < 2:
+        edges = np.array([0.0, bin_s])
+    per_fn = {}
+    for fn, g in workload.frame.groupby("function", sort=True):
+        per_fn[str(fn)] = np.histogram(g["t_s"].to_numpy(), bins=edges)[0] / bin_s
+    return edges, per_fn, bin_s
+
+
+def summary_rows(workload: Workload) -> list[tuple[str, str]]:
+    edges, per_fn, bin_s = rate_series(workload)
+    total = sum(per_fn.values()) if per_fn else np.zeros(1)
+    duration = float(edges[-1])
+    rows = [
+        ("name", workload.name),
+        ("source", str(workload.metadata.get("source", "?"))),
+        ("seed", str(workload.metadata.get("seed", "?"))),
+        ("requests", str(len(workload))),
+        ("duration (s)", f"{duration:.1f}"),
+        ("mean rate (req/s)", f"{len(workload) / duration:.2f}" if duration else "0"),
+        (f"peak rate (req/s, {bin_s:.3g} s bins)", f"{float(np.max(total)):.2f}"),
+    ]
+    for k in ("rate_scale", "time_compression", "minutes"):
+        if workload.metadata.get(k) is not None:
+            rows.append((k, f"{workload.metadata[k]:g}" if isinstance(workload.metadata[k], float) else str(workload.metadata[k])))
+    mapping = workload.metadata.get("mapping") or {}
+    if mapping:
+        rows.append(("function mapping", str(mapping.get("method"))))
+    counts = workload.frame["function"].value_counts()
+    for fn, n in counts.items():
+        rows.append((f"  {fn}", f"{n} ({100.0 * n / max(len(workload), 1):.1f}%)"))
+    return rows
+
+
+def _print_summary(workload: Workload, path: Path | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"workload {path}" if path else "workload", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for k, v in summary_rows(workload):
+        table.add_row(k, v)
+    Console().print(table)
+
+
+def plot_rate(workload: Workload, png: Path) -> Path:
+    """A PNG of requests/s over time, one line per function (top 8) and the total."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    edges, per_fn, bin_s = rate_series(workload)
+    mid = (edges[:-1] + edges[1:]) / 2.0
+    fig, ax = plt.subplots(figsize=(9, 4), dpi=100)
+    if per_fn:
+        total = sum(per_fn.values())
+        ax.plot(mid, total, color="black", lw=1.5, label="total")
+        top = sorted(per_fn, key=lambda f: -per_fn[f].sum())[:8]
+        if len(per_fn) > 1:
+            for f in top:
+                ax.plot(mid, per_fn[f], lw=0.8, label=f)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel(f"requests/s ({bin_s:.3g} s bins)")
+    ax.set_title(workload.name)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png)
+    plt.close(fig)
+    return png
+
+
+@workload_app.command("show")
+def show(
+    path: Path = typer.Argument(..., help="a workload Parquet file"),
+    png: Path | None = typer.Option(None, "--png", help="where to write the rate plot (default: beside WL, .rate.png)"),
+) -> None:
+    """Print a summary table and write a PNG of the arrival rate over time."""
+    wl = read_workload(path)
+    _print_summary(wl, path)
+    out = plot_rate(wl, png or path.with_suffix(".rate.png"))
+    typer.echo(f"rate plot: {out}")
+
+
+def parse_targets(text: str) -> dict[str, str]:
+    """A function -> URL map from a JSON/YAML file or inline ``a=http://...,b=http://...``."""
+    p = Path(text)
+    if p.exists():
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as err:
+            raise InputError(f"not JSON/YAML: {err}", file=p) from None
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            raise InputError("must map function names to URLs", file=p)
+        return {str(k): v for k, v in data.items()}
+    out = {}
+    for part in text.split(","):
+        name, sep, url = part.partition("=")
+        if not sep or not name.strip() or not url.strip():
+            raise InputError(f"expected NAME=URL, got {part!r}", field="--targets")
+        out[name.strip()] = url.strip()
+    return out
+
+
+def replay_command(
+    workload: Path = typer.Argument(..., help="a workload Parquet file"),
+    target: str | None = typer.Option(None, "--target", help="one ingress URL; the function goes in X-Scoretune-Function"),
+    targets: str | None = typer.Option(None, "--targets", help="function->URL map: a JSON/YAML file or a=URL,b=URL"),
+    out: Path = typer.Option(..., "--out", help="run directory to write (requests.parquet, summary.json)"),
+    timeout: float = typer.Option(30.0, "--timeout", help="per-request timeout (s)"),
+    workers: int = typer.Option(0, "--workers", help="0: one Locust process; N: a master and N workers"),
+    host_template: str | None = typer.Option(None, "--host-template", help='Host header, e.g. "{function}.default.example.com"'),
+) -> None:
+    """Replay a workload open loop with Locust and record every request."""
+    from loadgen.replay import replay
+
+    if (target is None) == (targets is None):
+        raise InputError("give exactly one of --target URL or --targets MAP", field="--target")
+    wl = read_workload(workload)
+    result = replay(wl, target if target is not None else parse_targets(targets or ""), out, timeout_s=timeout,
+                    workers=workers, host_template=host_template, info={"workload_file": str(workload)})
+    s = result.summary
+    keys = ("count", "ok", "errors", "timeouts", "latency_mean_s", "latency_p50_s", "latency_p95_s", "latency_p99_s",
+            "dispatch_lag_p50_s", "dispatch_lag_p99_s", "late_dispatches", "failed")
+    typer.echo(json.dumps({k: s.get(k) for k in keys}, indent=2))
+    if result.failed:
+        raise typer.Exit(1)
+
+
+def _bench_step(rate: float, duration_s: float, workers: int, seed: int) -> dict[str, Any]:
+    from loadgen.replay import replay
+    from loadgen.synth import poisson
+    from loadgen.testserver import ReplayTestServer
+
+    wl = poisson(rate, duration_s, ["bench-a", "bench-b"], seed=seed)
+    with ReplayTestServer() as server, tempfile.TemporaryDirectory(prefix="scoretune-bench-") as tmp:
+        r = replay(wl, server.url, Path(tmp) / "run", timeout_s=5.0, workers=workers)
+    s = r.summary
+    lag = s["dispatch_lag_p99_s"]
+    return {
+        "rate_per_s": rate, "requests": s["count"], "ok": s["ok"], "errors": s["errors"], "timeouts": s["timeouts"],
+        "dispatch_lag_p50_ms": None if s["dispatch_lag_p50_s"] is None else round(1000 * s["dispatch_lag_p50_s"], 3),
+        "dispatch_lag_p99_ms": None if lag is None else round(1000 * lag, 3),
+        "latency_p99_ms": None if s["latency_p99_s"] is None else round(1000 * s["latency_p99_s"], 3),
+        "late_dispatches": s["late_dispatches"], "failed": s["failed"],
+    }
+
+
+def bench_replay(
+    as_json: bool = typer.Option(True, "--json/--no-json", help="print JSON (always JSON; kept for symmetry)"),
+    duration: float = typer.Option(6.0, "--duration", help="seconds of load per rate step"),
+    start_rate: float = typer.Option(100.0, "--start-rate"),
+    max_rate: float = typer.Option(3200.0, "--max-rate"),
+    factor: float = typer.Option(1.5, "--factor", help="rate multiplier between steps"),
+    workers: int = typer.Option(0, "--workers", help="Locust worker processes (0: one local process)"),
+    lag_limit_ms: float = typer.Option(20.0, "--lag-limit-ms", help="dispatch lag p99 a step must stay under"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Highest open-loop rate this machine replays with dispatch lag p99 under the limit.
+
+    Ramps a Poisson workload against a fast local server (loadgen/testserver.py) until the p99 of
+    sent - scheduled exceeds ``--lag-limit-ms`` or a request fails.
+    """
+    steps = []
+    best = None
+    rate = start_rate
+    while rate <= max_rate:
+        step = _bench_step(rate, duration, workers, seed)
+        steps.append(step)
+        logger.info("rate %.0f/s: lag p99 %s ms", rate, step["dispatch_lag_p99_ms"])
+        good = (not step["failed"] and step["ok"] == step["requests"] and step["dispatch_lag_p99_ms"] is not None
+                and step["dispatch_lag_p99_ms"] < lag_limit_ms)
+        if not good:
+            break
+        best = step
+        rate = round(rate * factor)
+    result = {
+        "benchmark": "replay",
+        "what": "highest Poisson rate replayed open loop by Locust with dispatch lag p99 under the limit",
+        "cores": os.cpu_count(),
+        "workers": workers,
+        "lag_limit_ms": lag_limit_ms,
+        "step_duration_s": duration,
+        "max_rate_per_s": best["rate_per_s"] if best else 0.0,
+        "lag_p99_ms_at_max": best["dispatch_lag_p99_ms"] if best else None,
+        "goal_rate_per_s": 300.0,
+        "meets_goal": bool(best and best["rate_per_s"] >= 300.0),
+        "steps": steps,
+    }
+    typer.echo(json.dumps(result))  # one line: `make bench` reads the last JSON line
