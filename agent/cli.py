@@ -64,6 +64,12 @@ app.add_typer(workload_app, name="workload", help="Workloads: from a trace, synt
 app.command("replay", help="Replay a workload open loop with Locust and record every request.")(replay_command)
 bench_app.command("replay", help="Highest open-loop replay rate with dispatch lag p99 under 20 ms.")(bench_replay)
 
+from testbed.scheduler.cli import app as scheduler_app  # noqa: E402
+from testbed.scheduler.cli import bench_scheduler  # noqa: E402
+
+app.add_typer(scheduler_app, name="scheduler", help="kube-scheduler scoring, profiles and KubeSchedulerConfiguration.")
+bench_app.command("scheduler", help="Scheduling decisions per second, default profile, every node scored.")(bench_scheduler)
+
 app.add_typer(bench_app, name="bench")
 
 
