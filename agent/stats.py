@@ -1,0 +1,112 @@
+"""Noise-aware verdicts: paired confidence intervals and a significance call (pure).
+
+On measured backends a profile's latency varies run to run. The live loop can run a candidate
+``R`` times, each run paired with a reference run made right next to it (same seed, adjacent in
+time), and judge the paired relative differences ``d_i = 100 (ref_i - cand_i) / ref_i`` with a
+Student-t interval: pairing cancels the drift both runs share, the t interval is exact for normal
+differences and honest for small ``R``. A difference whose interval contains 0 is reported as
+"no significant difference", never as an improvement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+IMPROVEMENT = "improvement"
+REGRESSION = "regression"
+NO_DIFFERENCE = "no significant difference"
+UNREPLICATED = "unreplicated"
+
+
+@dataclass(frozen=True)
+class Interval:
+    mean: float
+    low: float | None
+    high: float | None
+    n: int
+    level: float = 0.95
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean, "low": self.low, "high": self.high, "n": self.n, "level": self.level}
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:
+    """Mean and Student-t confidence interval; no interval from fewer than two values."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return Interval(float("nan"), None, None, 0, level)
+    mean = float(x.mean())
+    if x.size < 2:
+        return Interval(mean, None, None, int(x.size), level)
+    sem = float(x.std(ddof=1)) / math.sqrt(x.size)
+    half = float(stats.t.ppf(0.5 + level / 2.0, x.size - 1)) * sem
+    return Interval(mean, mean - half, mean + half, int(x.size), level)
+
+
+def paired_improvement(reference: Sequence[float], candidate: Sequence[float], level: float = 0.95) -> Interval:
+    """Interval of the paired percentage improvement ``100 (ref_i - cand_i) / ref_i``."""
+    if len(reference) != len(candidate):
+        raise ValueError(f"paired samples differ in length: {len(reference)} reference vs {len(candidate)} candidate")
+    r = np.asarray(reference, dtype=np.float64)
+    c = np.asarray(candidate, dtype=np.float64)
+    return mean_ci(100.0 * (r - c) / r, level)
+
+
+def verdict(interval: Interval, *, deterministic: bool = False) -> str:
+    """``improvement`` / ``regression`` only when the interval excludes 0.
+
+    A single run on a deterministic backend (the simulator with a fixed seed) is exact, so its
+    sign is the verdict; a single run on a measured backend is ``unreplicated``.
+    """
+    if interval.n == 0 or not math.isfinite(interval.mean):
+        return NO_DIFFERENCE
+    if interval.low is None or interval.high is None:
+        if not deterministic:
+            return UNREPLICATED
+        if interval.mean > 0:
+            return IMPROVEMENT
+        return REGRESSION if interval.mean < 0 else NO_DIFFERENCE
+    if interval.low > 0:
+        return IMPROVEMENT
+    if interval.high < 0:
+        return REGRESSION
+    return NO_DIFFERENCE
+
+
+@dataclass(frozen=True)
+class HealthBounds:
+    """Bounds on the load generator itself: beyond them a run is void (rerun, never scored)."""
+
+    max_dispatch_lag_p99_s: float = 0.5
+    max_late_share: float = 0.05
+
+
+def run_health(summary: Mapping[str, Any], bounds: HealthBounds = HealthBounds()) -> str | None:
+    """``None`` when the run can be scored, else why it is void.
+
+    Reads the figures the replay reports in the run summary (``loadgen.results.summarize``):
+    dispatch lag (how late requests left the generator) and late dispatches. Requests that failed
+    because the profile overloaded a node are the profile's result and are scored (they count
+    against it through the latency of the rest and the failure counts), not voided.
+    """
+    if summary.get("failed"):
+        return f"the run failed: {summary.get('failure') or 'no reason given'}"
+    count = int(summary.get("count") or 0)
+    if count == 0:
+        return "the run has no requests"
+    lag = summary.get("dispatch_lag_p99_s")
+    if lag is not None and lag > bounds.max_dispatch_lag_p99_s:
+        return f"dispatch lag p99 {lag:.3f} s > {bounds.max_dispatch_lag_p99_s} s"
+    late = int(summary.get("late_dispatches") or 0)
+    if late / count > bounds.max_late_share:
+        return f"{late}/{count} late dispatches > {bounds.max_late_share:.0%}"
+    if summary.get("latency_mean_s") is None:
+        return "no successful request"
+    return None

@@ -1,0 +1,189 @@
+"""Train a tuning policy with Stable-Baselines3 on the simulator (``scoretune train``).
+
+Reads top to bottom like a CleanRL script: the arguments (a dataclass whose field docs are the
+``--help``), seeding, the environments, the algorithm, the training loop with its callbacks, the
+save. One episode is one tuning experiment of ``steps`` runs over a training scenario drawn at
+random, so the hyper-parameters are those of *short* episodes: a rollout of ``n_steps`` = 40 per
+environment is four whole experiments, not 2048 steps of one.
+
+Outputs under ``--out``: ``model.zip`` (the MLP), ``model.json`` (everything needed to rebuild its
+observations, plus the exact command), ``checkpoints/``, TensorBoard and CSV logs. With
+``--ship NAME`` the model and its config are copied to ``agent/policies/NAME.{zip,json}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.errors import AgentError
+from agent.provenance import provenance
+
+log = logging.getLogger(__name__)
+
+POLICIES_DIR = Path(__file__).resolve().parent / "policies"
+
+
+def _doc(text: str, **kw: Any) -> Any:
+    return field(metadata={"help": text}, **kw)
+
+
+@dataclass
+class Args:
+    """``scoretune train`` arguments; each field's ``help`` is its ``--help`` line."""
+
+    out: str = _doc("Directory for the model, checkpoints and logs.", default="runs/train")
+    seed: int = _doc("Seed of everything: torch, numpy, the environments' scenario draws.", default=1)
+    algo: str = _doc("ppo (default) or sac.", default="ppo")
+    total_timesteps: int = _doc("Environment steps (runs) to train for; one episode = `steps` runs.", default=6000)
+    num_envs: int = _doc("Parallel environments (one process each with --vec subproc).", default=2)
+    vec: str = _doc("subproc (SubprocVecEnv, parallel) or dummy (in-process, for tests).", default="subproc")
+    split: str = _doc("Scenario split to train on.", default="train")
+    scenarios: str = _doc("Comma-separated scenario names to restrict training to (default: the whole split).", default="")
+    steps: int = _doc("Runs per tuning experiment after the reference (T).", default=10)
+    reward: str = _doc("Reward variant: best, previous or reference (agent.rewards).", default="best")
+    info: str = _doc("Observation: limited (relative metrics only) or full (adds absolute figures).", default="limited")
+    frame_stack: int = _doc("Frames stacked by FrameStackObservation (1 = off).", default=4)
+    metric: str = _doc("Latency metric: mean, p50, p95 or p99.", default="mean")
+    learning_rate: float = _doc("Adam learning rate.", default=3e-4)
+    n_steps: int = _doc("PPO rollout length per environment (tens: a few whole experiments).", default=40)
+    batch_size: int = _doc("Minibatch size.", default=40)
+    n_epochs: int = _doc("PPO epochs per rollout.", default=10)
+    gamma: float = _doc("Discount; episodes are 10 steps, so little is lost at 0.95.", default=0.95)
+    gae_lambda: float = _doc("GAE lambda.", default=0.95)
+    clip_range: float = _doc("PPO clip range.", default=0.2)
+    ent_coef: float = _doc("Entropy bonus.", default=0.0)
+    log_std_init: float = _doc("Initial log std of the Gaussian policy (exploration in the [-1,1] box).", default=-0.5)
+    net_arch: str = _doc("Hidden layer sizes of the MLP, comma-separated.", default="64,64")
+    normalize_reward: bool = _doc("Scale rewards with VecNormalize's running return std (training only).", default=True)
+    checkpoint_freq: int = _doc("Save a checkpoint every N environment steps (0 = never).", default=1000)
+    progress_bar: bool = _doc("Show SB3's progress bar.", default=True)
+    ship: str = _doc("Copy the trained policy to agent/policies/NAME.{zip,json} (empty = don't).", default="")
+
+
+def make_sampler(args: Args):
+    from agent.scenario_objectives import split_sampler
+
+    names = [s for s in args.scenarios.split(",") if s] or None
+    return split_sampler(args.split, metric=args.metric, names=names)
+
+
+def policy_config(args: Args, *, command: str, elapsed_s: float | None = None) -> dict[str, Any]:
+    from agent.actions import ActionCodec
+
+    return {
+        "algo": args.algo,
+        "steps": args.steps,
+        "reward": args.reward,
+        "info": args.info,
+        "frame_stack": args.frame_stack,
+        "metric": args.metric,
+        "codec": ActionCodec().to_dict(),
+        "train_args": asdict(args),
+        "command": command,
+        "train_seconds": elapsed_s,
+        "provenance": provenance(),
+    }
+
+
+def train(args: Args) -> Path:
+    """Train and save; returns the model path."""
+    import torch
+    from stable_baselines3 import PPO, SAC
+    from stable_baselines3.common.callbacks import CheckpointCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
+
+    from agent.env import make_env
+
+    if args.algo not in ("ppo", "sac"):
+        raise AgentError(f"--algo must be ppo or sac, got {args.algo!r}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = "scoretune train " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["train"] else ""
+
+    # -- seeding, in one place ----------------------------------------------------------------------
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(1)  # small MLP: threads cost more than they give; leave cores to the envs
+
+    # -- the environments: one tuning experiment per episode over the training scenarios -----------
+    sampler = make_sampler(args)
+    vec_cls = SubprocVecEnv if args.vec == "subproc" and args.num_envs > 1 else DummyVecEnv
+    env_kwargs = dict(steps=args.steps, reward_kind=args.reward, info=args.info, frame_stack=args.frame_stack)
+    venv = make_vec_env(
+        lambda: make_env(sampler, **env_kwargs),
+        n_envs=args.num_envs,
+        seed=args.seed,
+        vec_env_cls=vec_cls,
+    )
+    if args.normalize_reward:  # reward scale only: observations are already unitless and bounded
+        venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=args.gamma)
+
+    # -- the algorithm ------------------------------------------------------------------------------
+    net = [int(x) for x in args.net_arch.split(",") if x]
+    if args.algo == "ppo":
+        model = PPO(
+            "MlpPolicy",
+            venv,
+            learning_rate=args.learning_rate,
+            n_steps=args.n_steps,
+            batch_size=args.batch_size,
+            n_epochs=args.n_epochs,
+            gamma=args.gamma,
+            gae_lambda=args.gae_lambda,
+            clip_range=args.clip_range,
+            ent_coef=args.ent_coef,
+            policy_kwargs=dict(net_arch=dict(pi=net, vf=net), log_std_init=args.log_std_init),
+            seed=args.seed,
+            device="cpu",
+            verbose=0,
+        )
+    else:
+        model = SAC(
+            "MlpPolicy",
+            venv,
+            learning_rate=args.learning_rate,
+            gamma=args.gamma,
+            batch_size=max(64, args.batch_size),
+            learning_starts=min(500, args.total_timesteps // 4),
+            policy_kwargs=dict(net_arch=net),
+            seed=args.seed,
+            device="cpu",
+            verbose=0,
+        )
+    model.set_logger(configure(str(out / "logs"), ["stdout", "csv", "tensorboard"]))
+
+    # -- the loop -----------------------------------------------------------------------------------
+    callbacks = []
+    if args.checkpoint_freq > 0:
+        callbacks.append(
+            CheckpointCallback(max(1, args.checkpoint_freq // args.num_envs), str(out / "checkpoints"), name_prefix="model")
+        )
+    t0 = time.time()
+    model.learn(total_timesteps=args.total_timesteps, callback=callbacks, progress_bar=args.progress_bar)
+    elapsed = time.time() - t0
+    venv.close()
+
+    # -- the save: the MLP and what is needed to rebuild its observations ---------------------------
+    model_path = out / "model.zip"
+    model.save(str(model_path), exclude=["replay_buffer"])
+    config = policy_config(args, command=command, elapsed_s=round(elapsed, 1))
+    (out / "model.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    log.info("trained %d steps in %.0f s -> %s", args.total_timesteps, elapsed, model_path)
+    if args.ship:
+        POLICIES_DIR.mkdir(exist_ok=True)
+        shutil.copyfile(model_path, POLICIES_DIR / f"{args.ship}.zip")
+        shutil.copyfile(out / "model.json", POLICIES_DIR / f"{args.ship}.json")
+        log.info("shipped as %s", POLICIES_DIR / f"{args.ship}.zip")
+    return model_path

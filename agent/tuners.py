@@ -1,0 +1,327 @@
+"""Every tuning method behind one ask-and-tell interface (like Optuna's ``study.ask/tell``).
+
+A tuner is told the reference run first (step 0: kube-scheduler's default weights), then asked
+``suggest()`` for the next action and ``tell(action, metric)`` its result, ``T`` times. All of them
+search the same action box (``agent.actions``), so comparing methods is one loop
+(``agent.evaluate``) and the live loop (``agent.tune``) runs any of them.
+
+Methods: ``default`` (the reference weights every time), ``equal`` (every weight 1), ``random``
+(uniform in the box), ``tpe``, ``gp`` and ``cmaes`` (Optuna's TPESampler, GPSampler, CmaEsSampler,
+with start-up phases cut to fit a budget of ten runs), ``hill`` (coordinate descent), and
+``policy`` (a trained SB3 model, seeing exactly the observations it was trained on).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from agent.actions import ActionCodec, WeightSetting
+from agent.errors import AgentError
+
+log = logging.getLogger(__name__)
+
+BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill")
+METHODS = (*BASELINES, "policy")
+
+
+@runtime_checkable
+class Tuner(Protocol):
+    name: str
+
+    def suggest(self) -> np.ndarray:
+        """The next action to run (in the codec's box)."""
+
+    def tell(self, action: np.ndarray, metric: float) -> None:
+        """The metric (seconds, lower is better) measured for ``action``; the first tell is the reference."""
+
+
+class FixedTuner:
+    """Always the same setting: the fixed-weights baselines (``default`` and ``equal``)."""
+
+    def __init__(self, name: str, codec: ActionCodec, setting: WeightSetting) -> None:
+        self.name = name
+        self.codec = codec
+        self._action = codec.encode(setting)
+
+    def suggest(self) -> np.ndarray:
+        return self._action.copy()
+
+    def tell(self, action: np.ndarray, metric: float) -> None:
+        return None
+
+
+class RandomTuner:
+    """Uniform random search over the action box."""
+
+    name = "random"
+
+    def __init__(self, codec: ActionCodec, seed: int = 0) -> None:
+        self.codec = codec
+        self.rng = np.random.default_rng(seed)
+
+    def suggest(self) -> np.ndarray:
+        return self.rng.uniform(-1.0, 1.0, self.codec.dim).astype(np.float32)
+
+    def tell(self, action: np.ndarray, metric: float) -> None:
+        return None
+
+
+class OptunaTuner:
+    """An Optuna sampler driven through ``study.ask`` / ``study.tell``.
+
+    The reference run (and any action the sampler did not ask for) enters the study as a completed
+    trial (``study.add_trial``), so model-based samplers start from what was measured.
+    """
+
+    def __init__(self, name: str, codec: ActionCodec, seed: int = 0, *, startup: int = 3) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.name = name
+        self.codec = codec
+        self.distributions = {n: optuna.distributions.FloatDistribution(-1.0, 1.0) for n in codec.names}
+        x0 = dict(zip(codec.names, codec.reference_action().astype(float).tolist(), strict=True))
+        # GPSampler and TPE's multivariate mode are "experimental" in Optuna 4 and CmaEsSampler's
+        # x0/sigma0 deprecated since 4.9 (removal in 6; pyproject pins <5) with no replacement for
+        # starting at a given point, which a tuner that knows the default weights should do.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            if name == "tpe":
+                sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True)
+            elif name == "gp":
+                sampler = optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+            elif name == "cmaes":
+                # One generation of the default popsize (4 + 3 ln d ~ 10) would be the whole budget:
+                # a small population lets CMA-ES adapt within ten runs, starting at the reference.
+                sampler = optuna.samplers.CmaEsSampler(x0=x0, sigma0=0.4, seed=seed, popsize=4, n_startup_trials=0)
+            else:
+                raise AgentError(f"unknown Optuna method {name!r}; valid: tpe, gp, cmaes")
+        self.study = optuna.create_study(direction="minimize", sampler=sampler)
+        self._pending: Any = None
+
+    def suggest(self) -> np.ndarray:
+        trial = self.study.ask(self.distributions)
+        self._pending = trial
+        return np.asarray([trial.params[n] for n in self.codec.names], dtype=np.float32)
+
+    def tell(self, action: np.ndarray, metric: float) -> None:
+        import optuna
+
+        action = np.asarray(action, dtype=np.float64)
+        params = {n: float(np.clip(v, -1.0, 1.0)) for n, v in zip(self.codec.names, action, strict=True)}
+        trial, self._pending = self._pending, None
+        if trial is not None and all(abs(trial.params[n] - params[n]) < 1e-6 for n in self.codec.names):
+            self.study.tell(trial, float(metric))
+            return
+        if trial is not None:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        self.study.add_trial(
+            optuna.trial.create_trial(params=params, distributions=self.distributions, value=float(metric))
+        )
+
+
+class HillClimber:
+    """Coordinate descent from the reference: step each coordinate up, then down; halve on a full
+    cycle without improvement. Deterministic given its seed (the coordinate order)."""
+
+    name = "hill"
+
+    def __init__(self, codec: ActionCodec, seed: int = 0, *, step: float = 0.5, min_step: float = 0.05) -> None:
+        self.codec = codec
+        self.order = np.random.default_rng(seed).permutation(codec.dim)
+        self.delta = step
+        self.min_step = min_step
+        self.best: np.ndarray | None = None
+        self.best_metric = float("inf")
+        self.pos = 0
+        self.sign = 1.0
+        self.improved_in_cycle = False
+        self._proposal: np.ndarray | None = None
+
+    def _advance(self) -> None:
+        if self.sign > 0:
+            self.sign = -1.0
+            return
+        self.sign = 1.0
+        self.pos += 1
+        if self.pos >= len(self.order):
+            self.pos = 0
+            if not self.improved_in_cycle:
+                self.delta = max(self.min_step, self.delta / 2.0)
+            self.improved_in_cycle = False
+
+    def suggest(self) -> np.ndarray:
+        if self.best is None:
+            self.best = self.codec.reference_action().astype(np.float64)
+        for _ in range(2 * len(self.order) + 1):
+            i = self.order[self.pos]
+            x = self.best.copy()
+            x[i] = np.clip(x[i] + self.sign * self.delta, -1.0, 1.0)
+            if self.codec.decode(x) != self.codec.decode(self.best):
+                self._proposal = x
+                return x.astype(np.float32)
+            self._advance()  # at the boundary, or a move too small to change the setting
+        self._proposal = self.best.copy()
+        return self._proposal.astype(np.float32)
+
+    def tell(self, action: np.ndarray, metric: float) -> None:
+        action = np.asarray(action, dtype=np.float64)
+        if self.best is None:  # the reference run
+            self.best, self.best_metric = action.copy(), float(metric)
+            return
+        if metric < self.best_metric:
+            self.best, self.best_metric = action.copy(), float(metric)
+            self.improved_in_cycle = True  # keep going in the same direction
+        elif self._proposal is not None and np.allclose(action, self._proposal):
+            self._advance()
+        self._proposal = None
+
+
+class _AnswerSlot:
+    """An objective whose next answer is set from outside: lets the policy tuner feed measured
+    metrics through the *same* environment and frame-stack wrapper the policy was trained in."""
+
+    name = "live"
+
+    def __init__(self, context: Mapping[str, float] | None = None) -> None:
+        self.value: float | None = None
+        self._context = dict(context or {})
+
+    def __call__(self, setting: WeightSetting) -> float:
+        if self.value is None:
+            raise AgentError("the policy tuner was asked to run a profile it was not told about")
+        value, self.value = self.value, None
+        return value
+
+    def context(self) -> Mapping[str, float]:
+        return self._context
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """How a shipped policy was trained: everything needed to rebuild its observations."""
+
+    algo: str = "ppo"
+    steps: int = 10
+    reward: str = "best"
+    info: str = "limited"
+    frame_stack: int = 4
+    metric: str = "mean"
+    codec: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> PolicyConfig:
+        from agent.errors import InputError
+
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise InputError(f"cannot read the policy config: {err}", file=path) from err
+        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "codec"}
+        return cls(**{k: v for k, v in data.items() if k in known}, extra={k: v for k, v in data.items() if k not in known})
+
+
+def policy_config_path(policy: Path) -> Path:
+    """``policy.zip`` → ``policy.json`` (the config shipped beside the model)."""
+    return policy.with_suffix(".json")
+
+
+def load_model(policy: Path, algo: str):
+    from stable_baselines3 import PPO, SAC
+
+    if not policy.exists():
+        from agent.errors import InputError
+
+        raise InputError("policy file does not exist", file=policy)
+    cls = {"ppo": PPO, "sac": SAC}.get(algo)
+    if cls is None:
+        raise AgentError(f"unknown algorithm {algo!r} in the policy config; valid: ppo, sac")
+    return cls.load(str(policy), device="cpu")
+
+
+class PolicyTuner:
+    """A trained policy as a tuner: ``tell`` steps the training environment with the measured
+    metric, ``suggest`` asks the model (deterministic action) for the next weights."""
+
+    name = "policy"
+
+    def __init__(
+        self,
+        model: Any,
+        config: PolicyConfig,
+        *,
+        steps: int | None = None,
+        context: Mapping[str, float] | None = None,
+    ) -> None:
+        from agent.env import make_env
+
+        self.model = model
+        self.config = config
+        self.codec = ActionCodec.from_dict(config.codec) if config.codec else ActionCodec()
+        self.slot = _AnswerSlot(context)
+        self.env = make_env(
+            lambda rng: self.slot,
+            steps=steps or config.steps,
+            reward_kind=config.reward,
+            info=config.info,
+            frame_stack=config.frame_stack,
+            codec=self.codec,
+        )
+        self.obs: np.ndarray | None = None
+
+    @classmethod
+    def from_file(cls, policy: Path, *, steps: int | None = None, context: Mapping[str, float] | None = None):
+        config = PolicyConfig.load(policy_config_path(policy))
+        return cls(load_model(policy, config.algo), config, steps=steps, context=context)
+
+    def suggest(self) -> np.ndarray:
+        if self.obs is None:
+            raise AgentError("the policy tuner must be told the reference run before it suggests")
+        action, _ = self.model.predict(self.obs, deterministic=True)
+        return np.clip(np.asarray(action, dtype=np.float32).reshape(-1), -1.0, 1.0)
+
+    def tell(self, action: np.ndarray, metric: float) -> None:
+        self.slot.value = float(metric)
+        if self.obs is None:
+            if self.codec.decode(action) != self.codec.reference():
+                raise AgentError("the policy tuner's first run must be the reference profile")
+            self.obs, _ = self.env.reset(options={"objective": self.slot})
+        else:
+            self.obs, *_ = self.env.step(np.asarray(action, dtype=np.float32))
+
+
+def make_tuner(
+    method: str,
+    codec: ActionCodec,
+    *,
+    seed: int = 0,
+    policy: Path | None = None,
+    steps: int | None = None,
+    context: Mapping[str, float] | None = None,
+) -> Tuner:
+    """The tuner for ``method`` (one of :data:`METHODS`)."""
+    if method == "default":
+        return FixedTuner("default", codec, codec.reference())
+    if method == "equal":
+        return FixedTuner("equal", codec, codec.equal())
+    if method == "random":
+        return RandomTuner(codec, seed)
+    if method in ("tpe", "gp", "cmaes"):
+        return OptunaTuner(method, codec, seed)
+    if method == "hill":
+        return HillClimber(codec, seed)
+    if method == "policy":
+        if policy is None:
+            raise AgentError("method 'policy' needs a policy file (--policy FILE)")
+        return PolicyTuner.from_file(policy, steps=steps, context=context)
+    raise AgentError(f"unknown method {method!r}; valid: {list(METHODS)}")

@@ -1,0 +1,106 @@
+"""The Gymnasium environment contract, the observation's information content and frame stacking."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from agent_fixtures import AnalyticObjective, analytic_sampler
+from gymnasium.utils.env_checker import check_env
+
+from agent.env import ENV_ID, SchedulerTuningEnv, make_env
+from agent.errors import AgentError
+
+
+def test_gymnasium_env_checker():
+    check_env(SchedulerTuningEnv(analytic_sampler, steps=5), skip_render_check=True)
+    check_env(SchedulerTuningEnv(analytic_sampler, steps=5, info="full"), skip_render_check=True)
+    check_env(make_env(analytic_sampler, steps=5, frame_stack=3).unwrapped, skip_render_check=True)
+
+
+def test_sb3_env_checker():
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    sb3_check_env(make_env(analytic_sampler, steps=5, frame_stack=3), warn=True)
+
+
+def test_registered_id_builds_the_env():
+    env = gym.make(ENV_ID, sampler=analytic_sampler, steps=4)
+    obs, info = env.reset(seed=3)
+    assert env.observation_space.contains(obs)
+    assert info["step"] == 0
+
+
+def test_episode_is_reference_plus_T_steps_and_terminates():
+    env = SchedulerTuningEnv(analytic_sampler, steps=4)
+    obs, info = env.reset(seed=0)
+    ref = info["metric"]
+    for t in range(1, 5):
+        obs, r, terminated, truncated, info = env.step(env.action_space.sample())
+        assert info["step"] == t and info["reference_metric"] == ref
+        assert terminated == (t == 4) and truncated is False
+        assert obs[-1] == pytest.approx(t / 4)  # progress
+    with pytest.raises(AgentError, match="call reset"):
+        env.step(env.action_space.sample())
+
+
+def test_reset_seed_determines_the_scenario_draw():
+    env = SchedulerTuningEnv(analytic_sampler, steps=3)
+    _, a = env.reset(seed=11)
+    _, b = env.reset(seed=11)
+    _, c = env.reset(seed=12)
+    assert a["objective"] == b["objective"] != c["objective"]
+
+
+def test_rewards_follow_the_chosen_variant():
+    obj = AnalyticObjective(seed=5)
+    env = SchedulerTuningEnv(analytic_sampler, steps=3, reward_kind="reference")
+    _, info = env.reset(options={"objective": obj})
+    ref = info["metric"]
+    _, r, *_rest, step_info = env.step(np.ones(env.action_space.shape, np.float32))
+    assert r == pytest.approx(100 * (ref - step_info["metric"]) / ref)
+
+
+def _episode(env, objective, actions):
+    obs, _ = env.reset(options={"objective": objective})
+    out = [obs]
+    for a in actions:
+        obs, *_ = env.step(a)
+        out.append(obs)
+    return np.stack(out)
+
+
+def test_limited_observation_does_not_identify_the_scenario():
+    """Scaling every latency by 7 (a slower cluster) leaves the limited observation unchanged;
+    the full-information variant sees the difference."""
+    rng = np.random.default_rng(0)
+    actions = [rng.uniform(-1, 1, 8).astype(np.float32) for _ in range(4)]
+    fast, slow = AnalyticObjective(seed=1, base_s=0.1), AnalyticObjective(seed=1, base_s=0.7)
+    limited = SchedulerTuningEnv(analytic_sampler, steps=4)
+    np.testing.assert_allclose(_episode(limited, fast, actions), _episode(limited, slow, actions), atol=1e-6)
+    full = SchedulerTuningEnv(analytic_sampler, steps=4, info="full")
+    assert not np.allclose(_episode(full, fast, actions), _episode(full, slow, actions))
+
+
+def test_frame_stack_shape_and_reset_padding():
+    env = make_env(analytic_sampler, steps=4, frame_stack=3)
+    base = SchedulerTuningEnv(analytic_sampler, steps=4)
+    d = base.observation_space.shape[0]
+    assert env.observation_space.shape == (3 * d,)
+    obs, _ = env.reset(seed=0)
+    obs = obs.reshape(3, d)
+    np.testing.assert_array_equal(obs[0], obs[2])  # padded with the reference frame
+    obs2, *_ = env.step(env.action_space.sample())
+    obs2 = obs2.reshape(3, d)
+    np.testing.assert_array_equal(obs2[1], obs[2])  # the stack shifts by one, oldest first
+    assert obs2[2][-1] == pytest.approx(1 / 4)
+    assert make_env(analytic_sampler, frame_stack=1).observation_space.shape == base.observation_space.shape
+    with pytest.raises(AgentError, match="frame_stack"):
+        make_env(analytic_sampler, frame_stack=0)
+
+
+def test_invalid_arguments_are_named():
+    with pytest.raises(AgentError, match="unknown reward"):
+        SchedulerTuningEnv(analytic_sampler, reward_kind="x")
+    with pytest.raises(AgentError, match="info mode"):
+        SchedulerTuningEnv(analytic_sampler, info="everything")

@@ -1,0 +1,100 @@
+"""Every tuner answers the same ask-and-tell calls; the policy tuner sees the training observations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from agent_fixtures import AnalyticObjective, analytic_sampler
+
+from agent.actions import ActionCodec
+from agent.env import make_env
+from agent.errors import AgentError
+from agent.evaluate import run_tuner, steps_to_fraction
+from agent.tuners import BASELINES, HillClimber, PolicyConfig, PolicyTuner, make_tuner
+
+CODEC = ActionCodec()
+
+
+@pytest.mark.parametrize("method", BASELINES)
+def test_every_baseline_runs_the_budget_inside_the_box(method):
+    obj = AnalyticObjective(seed=3)
+    tuner = make_tuner(method, CODEC, seed=0)
+    metrics = run_tuner(tuner, obj, 6, CODEC)
+    assert len(metrics) == 7 and obj.calls == 7
+    ref = obj(CODEC.reference())
+    assert metrics[0] == ref
+    if method == "default":
+        assert metrics == [ref] * 7
+    if method == "equal":
+        assert len(set(metrics[1:])) == 1
+
+
+@pytest.mark.parametrize("method", ["random", "tpe", "gp", "cmaes", "hill"])
+def test_seeded_tuners_are_reproducible(method):
+    a = run_tuner(make_tuner(method, CODEC, seed=4), AnalyticObjective(seed=2), 5, CODEC)
+    b = run_tuner(make_tuner(method, CODEC, seed=4), AnalyticObjective(seed=2), 5, CODEC)
+    assert a == b
+
+
+def test_hill_climber_never_accepts_a_worse_point_and_improves_a_smooth_objective():
+    obj = AnalyticObjective(seed=7)
+    tuner = HillClimber(CODEC, seed=0)
+    metrics = run_tuner(tuner, obj, 30, CODEC)
+    assert tuner.best_metric == min(metrics)
+    assert min(metrics) < metrics[0]
+
+
+def test_unknown_method_and_missing_policy():
+    with pytest.raises(AgentError, match="unknown method"):
+        make_tuner("annealing", CODEC)
+    with pytest.raises(AgentError, match="needs a policy file"):
+        make_tuner("policy", CODEC)
+
+
+def test_steps_to_fraction():
+    assert steps_to_fraction([10, 9, 5, 5, 4]) == 4  # gain 6: 90 % (5.4) only at the last step
+    assert steps_to_fraction([10, 4.5, 4.4, 4]) == 1  # gain 5.5 >= 5.4 at step 1
+    assert steps_to_fraction([10, 10, 10]) == 0
+
+
+class _RecordingModel:
+    """Stands in for an SB3 model: records what it was shown, answers a fixed action sequence."""
+
+    def __init__(self, actions):
+        self.actions = list(actions)
+        self.seen = []
+
+    def predict(self, obs, deterministic=True):
+        self.seen.append(np.array(obs))
+        return self.actions[len(self.seen) - 1], None
+
+
+def test_policy_tuner_feeds_the_model_the_training_observations():
+    rng = np.random.default_rng(1)
+    actions = [rng.uniform(-1, 1, 8).astype(np.float32) for _ in range(5)]
+    obj = AnalyticObjective(seed=9)
+    config = PolicyConfig(steps=5, reward="best", info="limited", frame_stack=3, codec=CODEC.to_dict())
+    model = _RecordingModel(actions)
+    metrics = run_tuner(PolicyTuner(model, config), obj, 5, CODEC)
+
+    env = make_env(analytic_sampler, steps=5, frame_stack=3, codec=CODEC)
+    obs, _ = env.reset(options={"objective": AnalyticObjective(seed=9)})
+    expected = [obs]
+    replayed = [env.unwrapped.history[0]]
+    for a in actions[:-1]:
+        obs, _, _, _, info = env.step(a)
+        expected.append(obs)
+        replayed.append(info["metric"])
+    assert len(model.seen) == 5
+    for got, want in zip(model.seen, expected, strict=False):
+        np.testing.assert_array_equal(got, want)
+    assert metrics[:5] == replayed
+
+
+def test_policy_tuner_requires_the_reference_first():
+    config = PolicyConfig(steps=3, frame_stack=2, codec=CODEC.to_dict())
+    tuner = PolicyTuner(_RecordingModel([]), config)
+    with pytest.raises(AgentError, match="told the reference"):
+        tuner.suggest()
+    with pytest.raises(AgentError, match="first run must be the reference"):
+        tuner.tell(np.ones(8, np.float32), 1.0)
