@@ -64,6 +64,10 @@ app.add_typer(workload_app, name="workload", help="Workloads: from a trace, synt
 app.command("replay", help="Replay a workload open loop with Locust and record every request.")(replay_command)
 bench_app.command("replay", help="Highest open-loop replay rate with dispatch lag p99 under 20 ms.")(bench_replay)
 
+from testbed.kube.cli import app as kube_app  # noqa: E402
+
+app.add_typer(kube_app, name="kube", help="The real Kubernetes lab: render its objects, apply a scheduler configuration.")
+
 from testbed.scheduler.cli import app as scheduler_app  # noqa: E402
 from testbed.scheduler.cli import bench_scheduler  # noqa: E402
 

@@ -1,0 +1,670 @@
+"""The ``kube`` backend: tune a real kube-scheduler on a Kubernetes cluster with Knative Serving.
+
+It drives a lab brought up by ``make testbed-up INVENTORY=...`` (ansible/): a second scheduler,
+``scoretune-scheduler``, runs as a Deployment in kube-system with its KubeSchedulerConfiguration
+in a ConfigMap; every function is a Knative Service whose pods name that scheduler.
+
+- :meth:`KubeBackend.apply` validates the profile (the scheduler package's own validation, via
+  :func:`testbed.kube.render.scheduler_config`), writes the ConfigMap, rolls the Deployment by
+  changing the configuration hash on its pod template, waits until the new pods are ready *and*
+  one of them holds the leader lease (only the leader schedules), and on failure or timeout writes
+  the previous configuration back and waits for that to be ready again.
+- :meth:`KubeBackend.reset` waits until no function pod remains. Knative's autoscaler owns the
+  replica count of a revision (scaling the Deployment by hand is undone by the KPA on its next
+  reconcile), so "scale every function to zero" means: no traffic, and wait for the KPA's
+  scale-to-zero (stable window + grace period, about 90 s with the defaults).
+- :meth:`KubeBackend.run` checks every function's Knative Service is Ready, replays the workload
+  with Locust (:func:`loadgen.replay.replay`) against the Knative routes (the ingress URL with each
+  route's Host header, or the route URLs themselves), and watches the function pods through the
+  API for the whole run to fill ``placements.parquet`` and the requests' ``node``.
+
+API errors and timeouts become :class:`~testbed.errors.TestbedError` with what was being done,
+the object, and the API's own message; a run that fails is written as a failed run
+(``summary["failed"]``, ``summary["failure"]``), never as a good number.
+
+**Not run against a real cluster here.** The machine this was written on has no Kubernetes
+cluster; the tests (tests/testbed/kube/) run this code against a fake API server at the HTTP level
+that speaks the REST shapes the official client uses, and check the exact sequence of API calls,
+the rollback path and the timeouts. docs/lab.md says the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import pandas as pd
+
+from loadgen.results import RunResult, empty_placements, write_run
+from testbed.errors import TestbedError
+from testbed.kube.render import (
+    CONFIG_HASH_ANNOTATION,
+    CONFIG_KEY,
+    SchedulerSettings,
+    config_hash,
+    config_text,
+    scheduler_config,
+)
+from testbed.kube.versions import KNATIVE_SERVICE_API, KUBERNETES_VERSION
+
+if TYPE_CHECKING:
+    from loadgen.workload import Workload
+    from testbed.scheduler.config import Profile
+
+log = logging.getLogger(__name__)
+
+SERVICE_LABEL = "serving.knative.dev/service"
+"""The label Knative puts on every pod of a Service's revisions (pkg/apis/serving/register.go)."""
+
+_FAILING_WAIT_REASONS = frozenset(
+    {"CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+     "CreateContainerError", "RunContainerError"}
+)
+
+
+@dataclass(frozen=True)
+class KubeTimeouts:
+    """How long each wait may take (seconds). A wait that runs out raises a TestbedError naming it."""
+
+    rollout_s: float = 180.0
+    """apply: the new scheduler pods ready and one of them leading."""
+    rollback_s: float = 180.0
+    """apply: the previous configuration ready again after a failed rollout."""
+    drain_s: float = 600.0
+    """reset: every function pod gone (the KPA's scale-to-zero takes ~90 s with the defaults)."""
+    api_s: float = 30.0
+    """one API request."""
+    poll_s: float = 1.0
+    """between two reads of a status."""
+    watch_s: int = 30
+    """server-side timeout of one pod watch request (the watch is re-opened until the run ends)."""
+    settle_s: float = 2.0
+    """run: how long to keep watching after the last request, for the last pod transitions."""
+
+
+@dataclass
+class PodRecord:
+    """What the watch saw of one function pod; times are Unix seconds observed locally."""
+
+    pod: str
+    function: str
+    node: str | None = None
+    created: float | None = None
+    scheduled: float | None = None
+    ready: float | None = None
+    deleted: float | None = None
+    start_s: float | None = None
+    init_s: float | None = None
+
+
+def _ts(value: Any) -> float | None:
+    """A Kubernetes timestamp (datetime from the client, or RFC 3339 text) as Unix seconds."""
+    if value is None:
+        return None
+    if hasattr(value, "timestamp"):
+        return float(value.timestamp())
+    return float(pd.Timestamp(value).timestamp())
+
+
+def _get(obj: Any, *path: str) -> Any:
+    """Walk a pod given as a client model or a dict (watch events are models, lists too)."""
+    cur = obj
+    for key in path:
+        if cur is None:
+            return None
+        cur = cur.get(key) if isinstance(cur, dict) else getattr(cur, key, None)
+    return cur
+
+
+def _condition(pod: Any, kind: str) -> Any:
+    for c in _get(pod, "status", "conditions") or []:
+        if _get(c, "type") == kind:
+            return c
+    return None
+
+
+class PodWatch:
+    """Watches the function pods of one namespace in a thread and keeps a :class:`PodRecord` each.
+
+    It lists first (to know the pods that already exist and the resourceVersion to watch from),
+    then watches; a watch that ends (server timeout) is re-opened from the last resourceVersion,
+    and a ``410 Gone`` (history compacted) re-lists. Errors are kept and reported by :meth:`stop`.
+    """
+
+    def __init__(self, core: Any, namespace: str, functions: Sequence[str], timeouts: KubeTimeouts,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._core = core
+        self._namespace = namespace
+        self._selector = f"{SERVICE_LABEL} in ({','.join(sorted(functions))})"
+        self._timeouts = timeouts
+        self._clock = clock
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.pods: dict[str, PodRecord] = {}
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._loop, name="scoretune-pod-watch", daemon=True)
+        self._watch: Any = None
+
+    def start(self) -> PodWatch:
+        self._resource_version = self._list()
+        self._thread.start()
+        return self
+
+    def _list(self) -> str:
+        pods = self._core.list_namespaced_pod(self._namespace, label_selector=self._selector,
+                                              _request_timeout=self._timeouts.api_s)
+        for pod in pods.items or []:
+            self._observe("ADDED", pod)
+        return str(pods.metadata.resource_version or "")
+
+    def _observe(self, kind: str, pod: Any) -> None:
+        name = _get(pod, "metadata", "name")
+        function = (_get(pod, "metadata", "labels") or {}).get(SERVICE_LABEL)
+        if not name or not function:
+            return
+        now = self._clock()
+        with self._lock:
+            rec = self.pods.setdefault(name, PodRecord(pod=name, function=function, created=now))
+            node = _get(pod, "spec", "node_name") or _get(pod, "spec", "nodeName")
+            if node and rec.node is None:
+                rec.node = node
+                rec.scheduled = now
+            ready = _condition(pod, "Ready")
+            if ready is not None and _get(ready, "status") == "True" and rec.ready is None:
+                rec.ready = now
+                self._cold_start_parts(rec, pod)
+            if rec.deleted is None and (kind == "DELETED" or _get(pod, "metadata", "deletion_timestamp")
+                                        or _get(pod, "metadata", "deletionTimestamp")):
+                rec.deleted = now
+
+    @staticmethod
+    def _cold_start_parts(rec: PodRecord, pod: Any) -> None:
+        """Start and init from the pod's own timestamps (1 s resolution, kubelet and scheduler
+        clocks): start = user container started - scheduled (includes the image pull), init =
+        Ready - started. Image pull alone is only in Events, which are not read."""
+        scheduled = _ts(_get(_condition(pod, "PodScheduled"), "last_transition_time")
+                        or _get(_condition(pod, "PodScheduled"), "lastTransitionTime"))
+        ready = _ts(_get(_condition(pod, "Ready"), "last_transition_time")
+                    or _get(_condition(pod, "Ready"), "lastTransitionTime"))
+        started = None
+        for cs in _get(pod, "status", "container_statuses") or _get(pod, "status", "containerStatuses") or []:
+            if _get(cs, "name") == "user-container":
+                started = _ts(_get(cs, "state", "running", "started_at") or _get(cs, "state", "running", "startedAt"))
+        if scheduled is not None and started is not None:
+            rec.start_s = max(0.0, started - scheduled)
+        if started is not None and ready is not None:
+            rec.init_s = max(0.0, ready - started)
+
+    def _loop(self) -> None:
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+
+        while not self._stop.is_set():
+            self._watch = watch.Watch()
+            try:
+                for event in self._watch.stream(
+                    self._core.list_namespaced_pod, self._namespace, label_selector=self._selector,
+                    resource_version=self._resource_version, timeout_seconds=self._timeouts.watch_s,
+                    _request_timeout=self._timeouts.watch_s + self._timeouts.api_s,
+                ):
+                    obj = event["object"]
+                    rv = _get(obj, "metadata", "resource_version")
+                    if rv:
+                        self._resource_version = str(rv)
+                    self._observe(event["type"], obj)
+                    if self._stop.is_set():
+                        break
+            except ApiException as err:
+                if err.status == 410:
+                    log.info("pod watch: resourceVersion %s expired, listing again", self._resource_version)
+                    self._resource_version = self._list()
+                    continue
+                self.error = f"watching pods in {self._namespace}: {_api_message(err)}"
+                return
+            except Exception as err:  # connection lost: the run's placements are incomplete
+                if self._stop.is_set():
+                    return
+                self.error = f"watching pods in {self._namespace}: {err}"
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._thread.join(timeout=self._timeouts.watch_s + self._timeouts.api_s + 5)
+
+    def placements(self, epoch: float) -> pd.DataFrame:
+        """The placements table, times relative to ``epoch`` (the replay's t = 0)."""
+        with self._lock:
+            recs = sorted(self.pods.values(), key=lambda r: (r.created or 0.0, r.pod))
+        if not recs:
+            return empty_placements()
+
+        def rel(v: float | None) -> float:
+            return np.nan if v is None else v - epoch
+
+        return pd.DataFrame(
+            {
+                "pod": [r.pod for r in recs],
+                "function": [r.function for r in recs],
+                "node": pd.array([r.node for r in recs], dtype=object),
+                "created_s": [rel(r.created) for r in recs],
+                "scheduled_s": [rel(r.scheduled) for r in recs],
+                "ready_s": [rel(r.ready) for r in recs],
+                "deleted_s": [rel(r.deleted) for r in recs],
+                "image_pull_s": [np.nan] * len(recs),
+                "start_s": [np.nan if r.start_s is None else r.start_s for r in recs],
+                "init_s": [np.nan if r.init_s is None else r.init_s for r in recs],
+            }
+        )
+
+
+def _api_message(err: Any) -> str:
+    """``STATUS Reason: message`` from an ApiException, using the Status body when there is one."""
+    status = getattr(err, "status", None)
+    reason = getattr(err, "reason", "") or ""
+    message = ""
+    body = getattr(err, "body", None)
+    if body:
+        try:
+            message = json.loads(body).get("message", "")
+        except (ValueError, AttributeError):
+            message = str(body)[:200]
+    return f"{status} {reason}".strip() + (f": {message}" if message else "")
+
+
+def fill_nodes(requests: pd.DataFrame, placements: pd.DataFrame) -> pd.DataFrame:
+    """The requests' ``node`` from the API where the response did not say.
+
+    The runtime reports its node in ``X-Scoretune-Node`` (from ``NODE_NAME``, the downward API). A
+    value that is a pod name is mapped to that pod's node; a missing one is filled when every pod
+    of the function alive during the request ran on one node (otherwise it stays unknown).
+    """
+    out = requests.copy()
+    if placements.empty or out.empty:
+        return out
+    pod_node = dict(zip(placements["pod"], placements["node"], strict=True))
+    nodes = set(n for n in placements["node"] if isinstance(n, str))
+    node = out["node"].astype(object).to_numpy().copy()
+    for i, value in enumerate(node):
+        if isinstance(value, str) and value not in nodes and value in pod_node:
+            node[i] = pod_node[value]
+    missing = [i for i, v in enumerate(node) if not isinstance(v, str) or not v]
+    if missing:
+        by_fn = {f: g for f, g in placements.groupby("function")}
+        start = out["sent_s"].to_numpy(dtype=np.float64, na_value=np.nan)
+        end = out["finished_s"].to_numpy(dtype=np.float64, na_value=np.nan)
+        fns = out["function"].to_numpy(dtype=object)
+        for i in missing:
+            g = by_fn.get(fns[i])
+            if g is None or not np.isfinite(start[i]):
+                continue
+            created = g["created_s"].to_numpy(dtype=np.float64)
+            deleted = g["deleted_s"].to_numpy(dtype=np.float64, na_value=np.nan)
+            stop = end[i] if np.isfinite(end[i]) else start[i]
+            alive = (created <= stop) & ~(deleted < start[i])
+            candidates = {n for n in g["node"].to_numpy(dtype=object)[alive] if isinstance(n, str)}
+            if len(candidates) == 1:
+                node[i] = candidates.pop()
+    out["node"] = node
+    return out
+
+
+@dataclass
+class KubeBackend:
+    """Backend on a real cluster (see the module docstring).
+
+    kubeconfig / context: the cluster to drive (``None``: the default kubeconfig, else in-cluster).
+    namespace: where the functions' Knative Services live.
+    functions: the Services a run may use (default: every ``scoretune.io/function`` Service found).
+    ingress_url: Kourier's address, e.g. ``http://10.0.0.11:31080`` (NodePort); requests go there
+        with each route's Host header. ``None``: the route URLs are used directly (needs DNS).
+    settings: the scheduler Deployment's name, namespace and lease (as rendered by ``render``).
+    replay_workers: Locust worker processes (0: one local process).
+    request_timeout_s: per-request timeout of the replay.
+    api_client: a ready ``kubernetes.client.ApiClient`` (tests pass one aimed at a fake API server).
+    """
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str = "default"
+    functions: Sequence[str] | None = None
+    ingress_url: str | None = None
+    settings: SchedulerSettings = field(default_factory=SchedulerSettings)
+    timeouts: KubeTimeouts = field(default_factory=KubeTimeouts)
+    replay_workers: int = 0
+    request_timeout_s: float = 30.0
+    api_client: Any = None
+    name: str = field(default="kube", init=False)
+
+    def __post_init__(self) -> None:
+        from kubernetes import client, config
+
+        if self.api_client is None:
+            try:
+                if self.kubeconfig is None and self.context is None:
+                    try:
+                        config.load_incluster_config()
+                        self.api_client = client.ApiClient()
+                    except config.ConfigException:
+                        self.api_client = config.new_client_from_config()
+                else:
+                    self.api_client = config.new_client_from_config(config_file=self.kubeconfig, context=self.context)
+            except (config.ConfigException, OSError, TypeError) as err:
+                where = self.kubeconfig or "the default kubeconfig"
+                raise TestbedError(f"cannot load a Kubernetes client configuration from {where}: {err}") from None
+        self._core = client.CoreV1Api(self.api_client)
+        self._apps = client.AppsV1Api(self.api_client)
+        self._custom = client.CustomObjectsApi(self.api_client)
+        self._coordination = client.CoordinationV1Api(self.api_client)
+        self._profile: Profile | None = None
+        self._digest: str | None = None
+        self.host = self.api_client.configuration.host
+
+    # --- API calls with clear errors ----------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """One API request; an API error or an unreachable server becomes a TestbedError naming
+        ``what`` was being done."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return fn(*args, _request_timeout=self.timeouts.api_s, **kwargs)
+        except ApiException as err:
+            raise TestbedError(f"Kubernetes API: {what} failed: {_api_message(err)}") from None
+        except HTTPError as err:
+            raise TestbedError(f"Kubernetes API at {self.host}: {what} failed: {err}") from None
+
+    # --- apply ------------------------------------------------------------------------------
+
+    def apply(self, profile: Profile) -> None:
+        """Make ``profile`` the scoretune-scheduler's configuration (see the module docstring)."""
+        s = self.settings
+        text = config_text(scheduler_config(profile, s))
+        digest = config_hash(text)
+        cm = self._call(f"reading ConfigMap {s.namespace}/{s.config_map_name}",
+                        self._core.read_namespaced_config_map, s.config_map_name, s.namespace)
+        previous_text = (cm.data or {}).get(CONFIG_KEY)
+        dep = self._call(f"reading Deployment {s.namespace}/{s.scheduler_name}",
+                         self._apps.read_namespaced_deployment, s.scheduler_name, s.namespace)
+        previous_digest = (dep.spec.template.metadata.annotations or {}).get(CONFIG_HASH_ANNOTATION)
+        if previous_text == text and previous_digest == digest:
+            log.info("scheduler configuration %s is already applied", digest)
+            self._wait_ready(digest, self.timeouts.rollout_s, "the current configuration")
+        else:
+            self._write(text, digest)
+            try:
+                self._wait_ready(digest, self.timeouts.rollout_s, "the new configuration")
+            except TestbedError as err:
+                self._rollback(err, previous_text, previous_digest)
+        self._profile = profile
+        self._digest = digest
+        log.info("scheduler %s/%s runs configuration %s", s.namespace, s.scheduler_name, digest)
+
+    def _write(self, text: str | None, digest: str | None) -> None:
+        s = self.settings
+        self._call(f"updating ConfigMap {s.namespace}/{s.config_map_name}", self._core.patch_namespaced_config_map,
+                   s.config_map_name, s.namespace, {"data": {CONFIG_KEY: text}})
+        patch = {"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH_ANNOTATION: digest}}}}}
+        self._call(f"rolling Deployment {s.namespace}/{s.scheduler_name}", self._apps.patch_namespaced_deployment,
+                   s.scheduler_name, s.namespace, patch)
+
+    def _rollback(self, err: TestbedError, previous_text: str | None, previous_digest: str | None) -> None:
+        s = self.settings
+        log.error("%s; rolling back to the previous configuration", err)
+        if previous_text is None:
+            raise TestbedError(f"{err}; there is no previous configuration to roll back to") from None
+        try:
+            self._write(previous_text, previous_digest)
+            self._wait_ready(previous_digest, self.timeouts.rollback_s, "the previous configuration")
+        except TestbedError as again:
+            raise TestbedError(f"{err}; rolling back to the previous configuration also failed: {again}") from None
+        raise TestbedError(
+            f"{err}; rolled back: {s.namespace}/{s.scheduler_name} runs the previous configuration "
+            f"({previous_digest}) again"
+        ) from None
+
+    def _wait_ready(self, digest: str | None, timeout_s: float, what: str) -> None:
+        """Until the Deployment has rolled out (kubectl's ``rollout status`` rules), the pods with
+        ``digest`` are ready, and one of them holds the lease; a pod of the new ReplicaSet that
+        crash-loops or cannot pull its image fails at once with the container's own reason."""
+        s = self.settings
+        deadline = time.monotonic() + timeout_s
+        waiting = "the Deployment to be observed"
+        while True:
+            dep = self._call(f"reading Deployment {s.namespace}/{s.scheduler_name}",
+                             self._apps.read_namespaced_deployment, s.scheduler_name, s.namespace)
+            pods = self._call(f"listing the pods of {s.namespace}/{s.scheduler_name}", self._core.list_namespaced_pod,
+                              s.namespace, label_selector=s.label_selector).items or []
+            mine = [p for p in pods if (p.metadata.annotations or {}).get(CONFIG_HASH_ANNOTATION) == digest]
+            broken = self._broken(mine)
+            if broken:
+                raise TestbedError(f"scheduler pod with {what} failed: {broken}")
+            waiting = self._rollout_waiting(dep)
+            ready = [p.metadata.name for p in mine if _get(_condition(p, "Ready"), "status") == "True"
+                     and p.metadata.deletion_timestamp is None]
+            if waiting is None and not ready:
+                waiting = "a ready pod with the configuration"
+            if waiting is None:
+                if not s.leader_elect:
+                    return
+                holder = self._lease_holder()
+                if holder and any(holder == n or holder.startswith(n + "_") for n in ready):
+                    return
+                waiting = f"a new pod to take the lease {s.namespace}/{s.scheduler_name} (held by {holder or 'nobody'})"
+            if time.monotonic() >= deadline:
+                raise TestbedError(
+                    f"timed out after {timeout_s:.0f} s waiting for {waiting} "
+                    f"(Deployment {s.namespace}/{s.scheduler_name}, {what} {digest})"
+                )
+            time.sleep(self.timeouts.poll_s)
+
+    @staticmethod
+    def _rollout_waiting(dep: Any) -> str | None:
+        """kubectl ``rollout status`` for a Deployment (kubectl/pkg/polymorphichelpers/
+        rollout_status.go): what is still awaited, or None when complete; a passed progress
+        deadline raises."""
+        st = dep.status
+        if st is None or (dep.metadata.generation or 0) > (st.observed_generation or 0):
+            return "the Deployment controller to observe the change"
+        for c in st.conditions or []:
+            if c.type == "Progressing" and c.reason == "ProgressDeadlineExceeded":
+                raise TestbedError(f"Deployment {dep.metadata.namespace}/{dep.metadata.name} exceeded its "
+                                   f"progress deadline: {c.message}")
+        want = dep.spec.replicas if dep.spec.replicas is not None else 1
+        updated = st.updated_replicas or 0
+        if updated < want:
+            return f"{updated} of {want} updated replicas"
+        if (st.replicas or 0) > updated:
+            return f"{(st.replicas or 0) - updated} old replica(s) to terminate"
+        if (st.available_replicas or 0) < updated:
+            return f"{st.available_replicas or 0} of {updated} updated replicas available"
+        return None
+
+    @staticmethod
+    def _broken(pods: Iterable[Any]) -> str | None:
+        for p in pods:
+            for cs in (p.status.container_statuses if p.status else None) or []:
+                waiting = cs.state.waiting if cs.state else None
+                if waiting is not None and waiting.reason in _FAILING_WAIT_REASONS:
+                    last = cs.last_state.terminated if cs.last_state else None
+                    detail = f"; last exit {last.exit_code}: {last.message or last.reason}" if last else ""
+                    return f"{p.metadata.name} container {cs.name} is {waiting.reason}: {waiting.message or ''}{detail}".rstrip(": ")
+        return None
+
+    def _lease_holder(self) -> str | None:
+        from kubernetes.client.exceptions import ApiException
+
+        s = self.settings
+        try:
+            lease = self._coordination.read_namespaced_lease(s.scheduler_name, s.namespace,
+                                                             _request_timeout=self.timeouts.api_s)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise TestbedError(f"Kubernetes API: reading Lease {s.namespace}/{s.scheduler_name} failed: "
+                               f"{_api_message(err)}") from None
+        return lease.spec.holder_identity if lease.spec else None
+
+    # --- reset ------------------------------------------------------------------------------
+
+    def _function_names(self) -> list[str]:
+        if self.functions is not None:
+            return sorted(self.functions)
+        group, version, plural = KNATIVE_SERVICE_API
+        listed = self._call(f"listing Knative Services in {self.namespace}", self._custom.list_namespaced_custom_object,
+                            group, version, self.namespace, plural, label_selector="scoretune.io/function")
+        names = sorted(item["metadata"]["name"] for item in listed.get("items", []))
+        if not names:
+            raise TestbedError(f"no scoretune function (Knative Service labelled scoretune.io/function) in namespace "
+                               f"{self.namespace}: run ansible/functions.yml first")
+        return names
+
+    def reset(self) -> None:
+        """Wait until every function is scaled to zero: no pod of any function remains."""
+        names = self._function_names()
+        selector = f"{SERVICE_LABEL} in ({','.join(names)})"
+        deadline = time.monotonic() + self.timeouts.drain_s
+        while True:
+            pods = self._call(f"listing function pods in {self.namespace}", self._core.list_namespaced_pod,
+                              self.namespace, label_selector=selector).items or []
+            if not pods:
+                log.info("every function is at zero pods")
+                return
+            if time.monotonic() >= deadline:
+                left = ", ".join(sorted(f"{p.metadata.name} ({(p.metadata.labels or {}).get(SERVICE_LABEL)})"
+                                        for p in pods))
+                raise TestbedError(
+                    f"timed out after {self.timeouts.drain_s:.0f} s waiting for the functions to scale to zero; "
+                    f"{len(pods)} pod(s) remain: {left}"
+                )
+            time.sleep(self.timeouts.poll_s)
+
+    # --- run --------------------------------------------------------------------------------
+
+    def _routes(self, functions: Sequence[str]) -> dict[str, str]:
+        """Each function's route URL (``status.url``), after checking its Service is Ready."""
+        group, version, plural = KNATIVE_SERVICE_API
+        urls: dict[str, str] = {}
+        for fn in functions:
+            svc = self._call(f"reading Knative Service {self.namespace}/{fn}", self._custom.get_namespaced_custom_object,
+                             group, version, self.namespace, plural, fn)
+            status = svc.get("status") or {}
+            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+            if ready is None or ready.get("status") != "True":
+                why = (ready or {}).get("message") or (ready or {}).get("reason") or "no Ready condition yet"
+                raise TestbedError(f"Knative Service {self.namespace}/{fn} is not Ready: {why}")
+            if not status.get("url"):
+                raise TestbedError(f"Knative Service {self.namespace}/{fn} has no status.url")
+            urls[fn] = status["url"]
+        return urls
+
+    def _targets(self, routes: dict[str, str]) -> tuple[str | dict[str, str], str | None]:
+        """(targets, host_template) for the replay: the ingress with Host headers, or the routes."""
+        if self.ingress_url is None:
+            return dict(routes), None
+        hosts = {fn: urlsplit(url).netloc for fn, url in routes.items()}
+        template = None
+        for fn, host in hosts.items():
+            candidate = host.replace(fn, "{function}", 1)
+            if template is None:
+                template = candidate
+            elif template != candidate:
+                raise TestbedError(f"the routes do not share one domain pattern ({template!r} vs {candidate!r} for "
+                                   f"{fn}); set config-domain so every route is FUNCTION.NAMESPACE.DOMAIN")
+        return self.ingress_url, template
+
+    def _cluster_info(self) -> dict[str, Any]:
+        nodes = self._call("listing nodes", self._core.list_node).items or []
+        return {
+            "kubernetes_version_pinned": KUBERNETES_VERSION,
+            "nodes": [
+                {
+                    "name": n.metadata.name,
+                    "cpu": (n.status.allocatable or {}).get("cpu"),
+                    "memory": (n.status.allocatable or {}).get("memory"),
+                    "kubelet": n.status.node_info.kubelet_version if n.status.node_info else None,
+                }
+                for n in nodes
+            ],
+        }
+
+    def run(self, workload: Workload, out_dir: Path, *, seed: int = 0) -> RunResult:
+        """Replay ``workload`` on the cluster; a failure is written as a failed run and returned."""
+        from loadgen.replay import merge_records, replay
+
+        out_dir = Path(out_dir)
+        info: dict[str, Any] = {
+            "backend": self.name,
+            "seed": seed,
+            "scheduler": {"name": self.settings.scheduler_name, "config_hash": self._digest},
+            "namespace": self.namespace,
+            "api_server": self.host,
+        }
+        if self._profile is not None:
+            from testbed.scheduler.config import profile_weights
+
+            info["profile"] = {k: v for k, v in profile_weights(self._profile).items()}
+        watch: PodWatch | None = None
+        t_start = time.time()
+        try:
+            functions = workload.functions
+            known = set(self._function_names())
+            unknown = [f for f in functions if f not in known]
+            if unknown:
+                raise TestbedError(f"workload uses function(s) {unknown} that are not deployed in "
+                                   f"{self.namespace} (deployed: {sorted(known)})")
+            info["cluster"] = self._cluster_info()
+            targets, host_template = self._targets(self._routes(functions))
+            watch = PodWatch(self._core, self.namespace, functions, self.timeouts).start()
+            t_start = time.time()
+            result = replay(workload, targets, out_dir, timeout_s=self.request_timeout_s, workers=self.replay_workers,
+                            info=info, host_template=host_template)
+            time.sleep(self.timeouts.settle_s)
+        except TestbedError as err:
+            if watch is not None:
+                watch.stop()
+            log.error("run failed: %s", err)
+            placements = watch.placements(t_start) if watch is not None else empty_placements()
+            # every scheduled request is kept, as an error that was never sent (replay's accounting)
+            requests, _ = merge_records(workload, out_dir / "no-records")
+            return write_run(out_dir, requests, placements, info=info, failed=True, failure=str(err))
+        watch.stop()
+        epoch = self._replay_epoch(out_dir, default=t_start)
+        placements = watch.placements(epoch)
+        requests = fill_nodes(result.requests, placements)
+        summary = dict(result.summary)
+        failure = summary.get("failure")
+        failed = bool(summary.get("failed"))
+        if watch.error:
+            failed = True
+            failure = f"{failure}; {watch.error}" if failure else watch.error
+        keep = {k: v for k, v in summary.items() if k not in ("failed", "failure")}
+        keep["placements"] = {"pods": int(len(placements)), "nodes": sorted({n for n in placements["node"] if isinstance(n, str)})}
+        return write_run(out_dir, requests, placements, info=keep, failed=failed, failure=failure)
+
+    @staticmethod
+    def _replay_epoch(out_dir: Path, *, default: float) -> float:
+        """t = 0 of the replay (``locust/epoch-0.txt``, written by the locustfile), so pod times and
+        request times share one origin; the time the replay was started otherwise."""
+        path = out_dir / "locust" / "epoch-0.txt"
+        try:
+            return float(path.read_text().strip())
+        except (OSError, ValueError):
+            return default
+
+    def close(self) -> None:
+        if self.api_client is not None:
+            self.api_client.close()
+
+
+__all__ = ["KubeBackend", "KubeTimeouts", "PodRecord", "PodWatch", "fill_nodes"]

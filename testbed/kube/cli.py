@@ -1,0 +1,106 @@
+"""``scoretune kube ...``: render the real lab's objects, and drive its scheduler from the shell.
+
+``render`` is what the Ansible roles call (ansible/roles/scoretune_render): it writes every
+Kubernetes object of the lab from scoretune's own records and prints a one-line JSON summary
+(``{"changed": ..., "written": [...], "unchanged": [...]}``) so Ansible reports "changed" only
+when a file's text changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+
+from testbed.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+app = typer.Typer(help="The real Kubernetes lab: render its objects, apply a scheduler configuration.",
+                  no_args_is_help=True)
+
+
+def _profile(config: Path | None, profile_name: str | None, weights: str, strategy: str | None):
+    """The profile to ship: from a KubeSchedulerConfiguration file, else from compact weights."""
+    from testbed.scheduler.config import (
+        DEFAULT_SCHEDULER_NAME,
+        load_config,
+        parse_weights,
+        profile_from_weights,
+    )
+
+    if config is None:
+        return profile_from_weights(parse_weights(weights) if weights else {}, strategy=strategy)
+    if weights or strategy:
+        raise ConfigError("give either --config or --weights/--strategy, not both", field="--config")
+    cfg = load_config(config)
+    if profile_name is not None:
+        return cfg.profile(profile_name)
+    others = [p for p in cfg.profiles if p.scheduler_name != DEFAULT_SCHEDULER_NAME]
+    if len(others) > 1:
+        names = ", ".join(p.scheduler_name for p in others)
+        raise ConfigError(f"several profiles ({names}); choose one with --profile", file=config, field="profiles")
+    return others[0] if others else cfg.profiles[0]
+
+
+def _specs(functions: str):
+    from functions.errors import InputError
+    from functions.spec import discover_specs
+
+    specs = discover_specs()
+    if not functions:
+        return list(specs.values())
+    names = [n.strip() for n in functions.split(",") if n.strip()]
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        raise InputError(f"unknown function(s) {unknown}; the suite has {sorted(specs)}", field="--functions")
+    return [specs[n] for n in names]
+
+
+@app.command("render")
+def render_cmd(
+    out: Path = typer.Option(..., "--out", help="Directory to write the lab's manifests to."),
+    config: Path | None = typer.Option(None, "--config", help="KubeSchedulerConfiguration to ship (default: upstream weights)."),
+    profile: str | None = typer.Option(None, "--profile", help="Which profile of --config (by schedulerName)."),
+    weights: str = typer.Option("", "--weights", help='Score weights instead of --config, e.g. "NodeResourcesFit=5".'),
+    strategy: str | None = typer.Option(None, "--strategy", help="NodeResourcesFit strategy with --weights."),
+    namespace: str = typer.Option("default", "--namespace", help="Namespace of the functions' Knative Services."),
+    functions: str = typer.Option("", "--functions", help="Comma-separated functions (default: the whole suite)."),
+    registry: str | None = typer.Option(None, "--registry", help="Registry the function images were pushed to."),
+    scheduler_name: str = typer.Option("scoretune-scheduler", "--scheduler-name", help="Name of the second scheduler."),
+    openwhisk_namespace: str = typer.Option("openwhisk", "--openwhisk-namespace", help="Namespace of the OpenWhisk release."),
+    openwhisk_release: str = typer.Option("owdev", "--openwhisk-release", help="Helm release name of OpenWhisk."),
+) -> None:
+    """Write the scheduler's RBAC/ConfigMap/Deployment, Knative's config, the functions' Services
+    and the OpenWhisk pod template under OUT; print what changed as JSON."""
+    from testbed.kube.render import SchedulerSettings, lab_documents, summary_json, write_documents
+
+    docs = lab_documents(
+        _profile(config, profile, weights, strategy),
+        _specs(functions),
+        settings=SchedulerSettings(scheduler_name=scheduler_name),
+        namespace=namespace,
+        openwhisk_namespace=openwhisk_namespace,
+        openwhisk_release=openwhisk_release,
+        registry=registry,
+    )
+    typer.echo(summary_json(write_documents(docs, out)))
+
+
+@app.command("apply")
+def apply_cmd(
+    config: Path = typer.Option(..., "--config", help="KubeSchedulerConfiguration to run on the lab's scheduler."),
+    profile: str | None = typer.Option(None, "--profile", help="Which profile of --config (by schedulerName)."),
+    kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="Kubeconfig of the lab (default: ~/.kube/config)."),
+    context: str | None = typer.Option(None, "--context", help="Kubeconfig context."),
+) -> None:
+    """Roll the lab's scoretune-scheduler to CONFIG; rolls back if it does not become ready."""
+    from testbed.kube.backend import KubeBackend
+
+    backend = KubeBackend(kubeconfig=kubeconfig, context=context, functions=[])
+    try:
+        backend.apply(_profile(config, profile, "", None))
+    finally:
+        backend.close()
+    typer.echo(f"scoretune-scheduler runs {config}")

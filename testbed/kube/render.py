@@ -1,0 +1,505 @@
+"""Rendering: scoretune's records -> the Kubernetes objects of the real lab (one source of truth).
+
+The Ansible roles never write a Kubernetes manifest by hand; they apply the files that
+``scoretune kube render`` writes from this module, and :class:`~testbed.kube.backend.KubeBackend`
+builds its ConfigMap updates with the same functions. Everything here is pure (dicts in, dicts
+out) so it is tested offline: golden files, Kubernetes OpenAPI schemas (``kubernetes-validate``)
+and Knative's Service schema.
+
+The second scheduler follows the upstream guide "Configure Multiple Schedulers"
+(kubernetes/website ``content/en/docs/tasks/extend-kubernetes/configure-multiple-schedulers.md``
+and its ``admin/sched/my-scheduler.yaml``): a ServiceAccount bound to ``system:kube-scheduler``
+and ``system:volume-scheduler``, the ``extension-apiserver-authentication-reader`` RoleBinding in
+kube-system, the KubeSchedulerConfiguration in a ConfigMap mounted at a path given to ``--config``,
+and liveness/readiness probes on the secure port 10259 ``/healthz`` over HTTPS. Two deliberate
+differences from the guide:
+
+- leader election stays on, with its own lease (``resourceName``) so it never contends with the
+  cluster's default scheduler; the guide's alternative is to edit the ``system:kube-scheduler``
+  ClusterRole, which the API server re-reconciles, so a small Role grants the lease instead;
+- the pod template carries a hash of the configuration, so a new configuration is a new
+  ReplicaSet: the Deployment controller rolls it out (``maxUnavailable: 0``: the old scheduler
+  keeps running until the new one is ready) and a rollback is a return to the previous hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from testbed.errors import ConfigError
+from testbed.kube.versions import KUBE_SCHEDULER_IMAGE
+
+if TYPE_CHECKING:
+    from functions.spec import FunctionSpec
+    from testbed.scheduler.config import Profile
+
+log = logging.getLogger(__name__)
+
+SCHEDULER_NAME = "scoretune-scheduler"
+CONFIG_KEY = "config.yaml"
+CONFIG_HASH_ANNOTATION = "scoretune.dev/config-hash"
+PART_OF = {"app.kubernetes.io/part-of": "scoretune"}
+SECURE_PORT = 10259
+"""kube-scheduler's secure serving port (``--secure-port`` default), where /healthz lives."""
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """Where and how the second kube-scheduler runs. Defaults are the lab's; tests pin them."""
+
+    scheduler_name: str = SCHEDULER_NAME
+    namespace: str = "kube-system"
+    image: str = KUBE_SCHEDULER_IMAGE
+    replicas: int = 1
+    cpu_request: str = "100m"
+    memory_request: str = "64Mi"
+    verbosity: int = 2
+    leader_elect: bool = True
+    on_control_plane: bool = True
+    """Run on the control-plane node, so the scheduler never takes capacity from the workers whose
+    packing it is tuning."""
+    progress_deadline_s: int = 120
+
+    def __post_init__(self) -> None:
+        if not self.scheduler_name or self.scheduler_name == "default-scheduler":
+            raise ConfigError(
+                f"{self.scheduler_name!r} cannot be the second scheduler's name", field="scheduler_name"
+            )
+        if self.replicas < 1:
+            raise ConfigError(f"must be >= 1, got {self.replicas}", field="replicas")
+
+    @property
+    def config_map_name(self) -> str:
+        return f"{self.scheduler_name}-config"
+
+    @property
+    def config_dir(self) -> str:
+        return f"/etc/kubernetes/{self.scheduler_name}"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"app.kubernetes.io/name": self.scheduler_name, "component": "scheduler", **PART_OF}
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return {"app.kubernetes.io/name": self.scheduler_name}
+
+    @property
+    def label_selector(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(self.selector.items()))
+
+
+# --- the KubeSchedulerConfiguration ----------------------------------------------------------
+
+
+def scheduler_config(profile: Profile, settings: SchedulerSettings = SchedulerSettings()) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration document the second scheduler loads, as a dict.
+
+    The profile is renamed to the settings' scheduler name (a profile is weights and arguments;
+    which scheduler carries it is a deployment detail), converted by the scheduler package
+    (``config_to_dict``, the same code that exports tuned weights), given
+    this scheduler's leader-election lease, and validated with ``validate_config_dict``. Any error
+    raises :class:`ConfigError` listing every problem, before anything reaches a cluster.
+    """
+    from testbed.scheduler.config import SchedulerConfig, config_to_dict, validate_config_dict
+
+    if profile.scheduler_name != settings.scheduler_name:
+        profile = dataclasses.replace(profile, scheduler_name=settings.scheduler_name)
+    # Only this profile: ``config_for_profile`` would add an untouched ``default-scheduler`` profile,
+    # and a second scheduler carrying that name would race the cluster's own for every ordinary pod.
+    doc = config_to_dict(SchedulerConfig(profiles=(profile,)))
+    doc["leaderElection"] = {
+        "leaderElect": settings.leader_elect,
+        "resourceLock": "leases",
+        "resourceName": settings.scheduler_name,
+        "resourceNamespace": settings.namespace,
+    }
+    problems = validate_config_dict(doc)
+    if problems:
+        raise ConfigError("invalid KubeSchedulerConfiguration: " + "; ".join(problems), field="profile")
+    names = [p.get("schedulerName") for p in doc.get("profiles", [])]
+    if names != [settings.scheduler_name]:
+        raise ConfigError(
+            f"expected exactly one profile named {settings.scheduler_name!r}, got {names}", field="profiles"
+        )
+    return doc
+
+
+def dump_yaml(doc: Any) -> str:
+    """Deterministic YAML (key order kept, block style): golden files and hashes depend on it."""
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
+
+
+def config_text(doc: dict[str, Any]) -> str:
+    return dump_yaml(doc)
+
+
+def config_hash(text: str) -> str:
+    """The pod-template annotation value for a configuration: equal texts give equal hashes, so
+    re-applying a configuration is a no-op and rolling back restores the previous ReplicaSet."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# --- the scheduler's objects ----------------------------------------------------------------
+
+
+def _meta(name: str, settings: SchedulerSettings, *, namespaced: bool = True) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespaced:
+        meta["namespace"] = settings.namespace
+    meta["labels"] = dict(settings.labels)
+    return meta
+
+
+def _sa_subject(settings: SchedulerSettings) -> list[dict[str, str]]:
+    return [{"kind": "ServiceAccount", "name": settings.scheduler_name, "namespace": settings.namespace}]
+
+
+def rbac_objects(settings: SchedulerSettings = SchedulerSettings()) -> list[dict[str, Any]]:
+    """ServiceAccount, the two ClusterRoleBindings and the auth-reader RoleBinding of the upstream
+    guide, plus a Role and RoleBinding for this scheduler's own leader-election lease."""
+    name = settings.scheduler_name
+    lease_role = f"{name}-leader-election"
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, settings)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(f"{name}-as-kube-scheduler", settings, namespaced=False),
+            "subjects": _sa_subject(settings),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kube-scheduler"},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(f"{name}-as-volume-scheduler", settings, namespaced=False),
+            "subjects": _sa_subject(settings),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:volume-scheduler"},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {**_meta(f"{name}-extension-apiserver-authentication-reader", settings), "namespace": "kube-system"},
+            "subjects": _sa_subject(settings),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "extension-apiserver-authentication-reader",
+            },
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _meta(lease_role, settings),
+            "rules": [
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "resourceNames": [name],
+                    "verbs": ["get", "update", "patch"],
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(lease_role, settings),
+            "subjects": _sa_subject(settings),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": lease_role},
+        },
+    ]
+
+
+def config_map(text: str, settings: SchedulerSettings = SchedulerSettings()) -> dict[str, Any]:
+    """The ConfigMap holding the configuration text under ``config.yaml``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(settings.config_map_name, settings),
+        "data": {CONFIG_KEY: text},
+    }
+
+
+def _probe(initial_delay_s: int | None) -> dict[str, Any]:
+    probe: dict[str, Any] = {"httpGet": {"path": "/healthz", "port": SECURE_PORT, "scheme": "HTTPS"}}
+    if initial_delay_s is not None:
+        probe["initialDelaySeconds"] = initial_delay_s
+    probe["periodSeconds"] = 5
+    probe["failureThreshold"] = 3
+    return probe
+
+
+def deployment(config_digest: str, settings: SchedulerSettings = SchedulerSettings()) -> dict[str, Any]:
+    """The scheduler Deployment: the official image, flags as in the upstream guide (``--config``),
+    probes on 10259 /healthz over HTTPS, and the configuration hash on the pod template."""
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": settings.scheduler_name,
+        "priorityClassName": "system-cluster-critical",
+        "containers": [
+            {
+                "name": "kube-scheduler",
+                "image": settings.image,
+                "command": [
+                    "/usr/local/bin/kube-scheduler",
+                    f"--config={settings.config_dir}/{CONFIG_KEY}",
+                    f"--v={settings.verbosity}",
+                ],
+                "ports": [{"name": "https", "containerPort": SECURE_PORT, "protocol": "TCP"}],
+                "livenessProbe": _probe(15),
+                "readinessProbe": _probe(None),
+                "resources": {"requests": {"cpu": settings.cpu_request, "memory": settings.memory_request}},
+                "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
+                "volumeMounts": [{"name": "config-volume", "mountPath": settings.config_dir, "readOnly": True}],
+            }
+        ],
+        "hostNetwork": False,
+        "hostPID": False,
+        "volumes": [{"name": "config-volume", "configMap": {"name": settings.config_map_name}}],
+    }
+    if settings.on_control_plane:
+        pod_spec["nodeSelector"] = {"node-role.kubernetes.io/control-plane": ""}
+        pod_spec["tolerations"] = [
+            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
+        ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(settings.scheduler_name, settings),
+        "spec": {
+            "replicas": settings.replicas,
+            "progressDeadlineSeconds": settings.progress_deadline_s,
+            "revisionHistoryLimit": 5,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": dict(settings.selector)},
+            "template": {
+                "metadata": {
+                    "labels": dict(settings.labels),
+                    "annotations": {CONFIG_HASH_ANNOTATION: config_digest},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def scheduler_objects(profile: Profile, settings: SchedulerSettings = SchedulerSettings()) -> list[dict[str, Any]]:
+    """RBAC, ConfigMap and Deployment for ``profile``, in apply order."""
+    text = config_text(scheduler_config(profile, settings))
+    return [*rbac_objects(settings), config_map(text, settings), deployment(config_hash(text), settings)]
+
+
+# --- Knative ---------------------------------------------------------------------------------
+
+
+def knative_features() -> dict[str, Any]:
+    """The keys scoretune needs in ``config-features`` (knative/serving
+    ``config/core/configmaps/features.yaml``): ``kubernetes.podspec-schedulername`` lets a Service
+    name its scheduler (the field is dropped while the flag is ``disabled``, ``pkg/apis/serving/
+    fieldmask.go``), and ``kubernetes.podspec-fieldref`` lets the runtime learn its node through the
+    downward API (``NODE_NAME`` from ``spec.nodeName``) for the ``X-Scoretune-Node`` header. Applied
+    with a merge, so Knative's other keys (and ``_example``) are kept."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "config-features", "namespace": "knative-serving", "labels": dict(PART_OF)},
+        "data": {
+            "kubernetes.podspec-fieldref": "enabled",
+            "kubernetes.podspec-schedulername": "enabled",
+        },
+    }
+
+
+def knative_network() -> dict[str, Any]:
+    """``config-network``: route Knative ingress through Kourier (net-kourier's install docs)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "config-network", "namespace": "knative-serving", "labels": dict(PART_OF)},
+        "data": {"ingress-class": "kourier.ingress.networking.knative.dev"},
+    }
+
+
+def knative_services(
+    specs: Iterable[FunctionSpec],
+    *,
+    scheduler_name: str = SCHEDULER_NAME,
+    namespace: str = "default",
+    registry: str | None = None,
+) -> list[dict[str, Any]]:
+    """One Knative Service per function, built by the function suite's own ``service_manifest``
+    (with ``NODE_NAME`` from the downward API, so responses name their node); ``registry`` moves
+    every image under another registry, as ``scoretune functions build --registry`` pushes them."""
+    from functions.build import image_ref
+    from functions.knative import service_manifest
+
+    return [
+        service_manifest(spec, scheduler_name=scheduler_name, namespace=namespace, image=image_ref(spec, registry),
+                         node_name_env=True)
+        for spec in specs
+    ]
+
+
+# --- OpenWhisk -------------------------------------------------------------------------------
+
+
+def openwhisk_pod_template(scheduler_name: str = SCHEDULER_NAME, *, namespace: str = "openwhisk") -> dict[str, Any]:
+    """A ConfigMap with the base Pod OpenWhisk's KubernetesContainerFactory builds action pods from.
+
+    apache/openwhisk ``core/invoker/.../kubernetes/WhiskPodBuilder.scala`` starts every action pod
+    from ``whisk.kubernetes.pod-template`` when it is set (a ``file:`` URL or inline YAML,
+    ``ConfigMapValue``) and then only adds its name, labels, the required ``openwhisk-role``
+    node affinity and the action container; ``spec.schedulerName`` from the template is kept, so
+    action pods go through the tuned profile instead of ``default-scheduler``.
+    """
+    template = {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": dict(PART_OF)},
+                "spec": {"schedulerName": scheduler_name}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "scoretune-action-pod-template", "namespace": namespace, "labels": dict(PART_OF)},
+        "data": {"pod-template.yaml": dump_yaml(template)},
+    }
+
+
+OPENWHISK_TEMPLATE_DIR = "/etc/scoretune"
+
+
+def openwhisk_invoker_patch(release: str = "owdev", *, namespace: str = "openwhisk") -> dict[str, Any]:
+    """A strategic-merge patch of the chart's invoker StatefulSet (``helm/openwhisk/templates/
+    invoker-pod.yaml``, container ``invoker``): mount the pod template and point the invoker at it.
+
+    ``CONFIG_whisk_kubernetes_podTemplate`` becomes ``-Dwhisk.kubernetes.pod-template=...`` through
+    OpenWhisk's ``common/scala/transformEnvironment.sh`` (``_`` -> ``.``, camelCase -> kebab-case).
+    """
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": f"{release}-invoker", "namespace": namespace},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "invoker",
+                            "env": [
+                                {
+                                    "name": "CONFIG_whisk_kubernetes_podTemplate",
+                                    "value": f"file:{OPENWHISK_TEMPLATE_DIR}/pod-template.yaml",
+                                }
+                            ],
+                            "volumeMounts": [
+                                {"name": "scoretune-pod-template", "mountPath": OPENWHISK_TEMPLATE_DIR, "readOnly": True}
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "scoretune-pod-template", "configMap": {"name": "scoretune-action-pod-template"}}
+                    ],
+                }
+            }
+        },
+    }
+
+
+# --- writing the files the roles apply -------------------------------------------------------
+
+RENDER_LAYOUT = {
+    "scheduler/rbac.yaml": "ServiceAccount, ClusterRoleBindings, RoleBindings, lease Role",
+    "scheduler/configmap.yaml": "the KubeSchedulerConfiguration",
+    "scheduler/deployment.yaml": "the second kube-scheduler",
+    "knative/config-features.yaml": "Knative feature flags scoretune needs",
+    "knative/config-network.yaml": "Kourier as the ingress class",
+    "functions/services.yaml": "one Knative Service per function",
+    "openwhisk/pod-template.yaml": "the action pod template (schedulerName)",
+    "openwhisk/invoker-patch.yaml": "mounts the template into the invoker",
+}
+"""Every file ``render_lab`` writes, relative to its output directory; the roles name these paths."""
+
+
+def dump_all(objects: Sequence[dict[str, Any]]) -> str:
+    return "---\n".join(dump_yaml(o) for o in objects)
+
+
+def lab_documents(
+    profile: Profile,
+    specs: Sequence[FunctionSpec],
+    *,
+    settings: SchedulerSettings = SchedulerSettings(),
+    namespace: str = "default",
+    openwhisk_namespace: str = "openwhisk",
+    openwhisk_release: str = "owdev",
+    registry: str | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Every object of the lab, keyed by the file it is written to (``RENDER_LAYOUT``)."""
+    sched = scheduler_objects(profile, settings)
+    return {
+        "scheduler/rbac.yaml": sched[:-2],
+        "scheduler/configmap.yaml": [sched[-2]],
+        "scheduler/deployment.yaml": [sched[-1]],
+        "knative/config-features.yaml": [knative_features()],
+        "knative/config-network.yaml": [knative_network()],
+        "functions/services.yaml": knative_services(specs, scheduler_name=settings.scheduler_name, namespace=namespace,
+                                                    registry=registry),
+        "openwhisk/pod-template.yaml": [openwhisk_pod_template(settings.scheduler_name, namespace=openwhisk_namespace)],
+        "openwhisk/invoker-patch.yaml": [openwhisk_invoker_patch(openwhisk_release, namespace=openwhisk_namespace)],
+    }
+
+
+def write_documents(documents: dict[str, list[dict[str, Any]]], out_dir: str | Path) -> dict[str, list[str]]:
+    """Write each file only if its text changed (so Ansible can report "changed" truthfully) and
+    return ``{"written": [...], "unchanged": [...]}``."""
+    out = Path(out_dir)
+    written: list[str] = []
+    unchanged: list[str] = []
+    for rel, objects in documents.items():
+        path = out / rel
+        text = dump_all(objects)
+        if path.exists() and path.read_text() == text:
+            unchanged.append(rel)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+        written.append(rel)
+    log.debug("rendered %d file(s) to %s (%d unchanged)", len(written), out, len(unchanged))
+    return {"written": written, "unchanged": unchanged}
+
+
+def summary_json(result: dict[str, list[str]]) -> str:
+    return json.dumps({**result, "changed": bool(result["written"])}, sort_keys=True)
+
+
+__all__ = [
+    "CONFIG_HASH_ANNOTATION",
+    "CONFIG_KEY",
+    "RENDER_LAYOUT",
+    "SCHEDULER_NAME",
+    "SchedulerSettings",
+    "config_hash",
+    "config_map",
+    "config_text",
+    "deployment",
+    "dump_all",
+    "dump_yaml",
+    "knative_features",
+    "knative_network",
+    "knative_services",
+    "lab_documents",
+    "openwhisk_invoker_patch",
+    "openwhisk_pod_template",
+    "rbac_objects",
+    "scheduler_config",
+    "scheduler_objects",
+    "write_documents",
+]

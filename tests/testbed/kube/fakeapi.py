@@ -1,0 +1,432 @@
+"""A fake Kubernetes API server at the HTTP level, for the ``kube`` backend's tests.
+
+A stand-in for a real cluster (none is available where these tests run): a threaded HTTP server
+on 127.0.0.1 that speaks the REST shapes the official ``kubernetes`` client uses for the calls the
+backend makes — ConfigMaps and Deployments (GET, PATCH), pods (list and chunked ``watch=true``
+streams), Leases, nodes, Knative Services through the custom-objects paths — and records every
+request, so a test can check the exact sequence of calls. It also plays the controllers the
+backend waits on, deterministically:
+
+- the Deployment controller: a PATCH bumps ``metadata.generation``; the next ``observe_delay``
+  reads still show the old ``observedGeneration``; then the status shows the new ReplicaSet as
+  ``outcome(config_text)`` says: ``"ready"`` (rolled out, new pod ready and holding the lease),
+  ``"crash"`` (new pod in CrashLoopBackOff, old pod still serving: ``maxUnavailable: 0``) or
+  ``"pending"`` (new pod never ready);
+- the Knative autoscaler at the end of a run: function pods disappear after ``drain_after`` lists;
+- Knative's ingress: a POST whose Host is a route creates that function's pod on the first request
+  (ADDED -> scheduled -> Ready watch events) and answers with ``X-Scoretune-Node``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+NOW = "2026-12-02T10:00:00Z"
+
+
+def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """JSON merge patch (RFC 7386); strategic merge agrees with it for the maps patched here."""
+    out = copy.deepcopy(base)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
+    """The two label-selector forms the backend sends: ``k=v`` and ``k in (a,b)``, comma-joined."""
+    if not selector:
+        return True
+    for term in re.split(r",(?![^()]*\))", selector):
+        term = term.strip()
+        m = re.fullmatch(r"(\S+) in \(([^)]*)\)", term)
+        if m:
+            if labels.get(m.group(1)) not in m.group(2).split(","):
+                return False
+        elif "=" in term:
+            k, v = term.split("=", 1)
+            if labels.get(k) != v:
+                return False
+        elif labels.get(term) is None:
+            return False
+    return True
+
+
+class FakeKube:
+    def __init__(self, *, scheduler_name: str = "scoretune-scheduler", namespace: str = "kube-system",
+                 functions: tuple[str, ...] = ("fn-a", "fn-b"), fn_namespace: str = "default",
+                 domain: str = "example.com", nodes: tuple[str, ...] = ("node-1", "node-2")) -> None:
+        self.scheduler_name = scheduler_name
+        self.ns = namespace
+        self.fn_ns = fn_namespace
+        self.functions = functions
+        self.domain = domain
+        self.nodes = nodes
+        self.calls: list[str] = []
+        self.ingress_requests: dict[str, int] = {}
+        self.bodies: list[tuple[str, Any]] = []
+        self.lock = threading.Condition()
+        self.rv = 1000
+        self.events: list[tuple[int, str, dict[str, Any]]] = []
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.configmaps: dict[str, dict[str, Any]] = {}
+        self.deployments: dict[str, dict[str, Any]] = {}
+        self.services: dict[str, dict[str, Any]] = {}
+        self.lease_holder: str | None = None
+        self.outcome: Callable[[str], str] = lambda text: "ready"
+        self.observe_delay = 1
+        self.drain_after = 0
+        self.function_lists = 0
+        self.fail_paths: dict[str, tuple[int, str]] = {}
+        self.node_of: Callable[[str], str] = lambda fn: nodes[sorted(functions).index(fn) % len(nodes)]
+        self._pending_reads = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        for fn in functions:
+            self.services[fn] = self._service(fn)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeKube:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._closing = True
+        with self.lock:
+            self.lock.notify_all()
+        self._server.shutdown()
+        self._server.server_close()
+
+    _closing = False
+
+    # --- objects ------------------------------------------------------------------------------
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def _service(self, fn: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "serving.knative.dev/v1",
+            "kind": "Service",
+            "metadata": {"name": fn, "namespace": self.fn_ns, "labels": {"scoretune.io/function": fn}},
+            "spec": {"template": {"spec": {"schedulerName": self.scheduler_name, "containers": [{"image": "x"}]}}},
+            "status": {
+                "url": f"http://{fn}.{self.fn_ns}.{self.domain}",
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+
+    def install_scheduler(self, objects: list[dict[str, Any]]) -> None:
+        """Seed the store with rendered objects (ConfigMap, Deployment) as Ansible would have."""
+        for obj in objects:
+            name = obj["metadata"]["name"]
+            if obj["kind"] == "ConfigMap":
+                self.configmaps[name] = copy.deepcopy(obj) | {"metadata": {**obj["metadata"], "resourceVersion": "1"}}
+            elif obj["kind"] == "Deployment":
+                dep = copy.deepcopy(obj)
+                dep["metadata"]["generation"] = 1
+                digest = dep["spec"]["template"]["metadata"]["annotations"]["scoretune.dev/config-hash"]
+                self.deployments[name] = dep
+                self._settle(dep, digest, "ready")
+
+    def _scheduler_pod(self, digest: str, *, state: str) -> dict[str, Any]:
+        name = f"{self.scheduler_name}-{digest[:6]}-abcde"
+        ready = "True" if state == "ready" else "False"
+        status: dict[str, Any] = {"phase": "Running" if state != "pending" else "Pending",
+                                  "conditions": [{"type": "Ready", "status": ready}]}
+        if state == "crash":
+            status["containerStatuses"] = [{
+                "name": "kube-scheduler", "image": "registry.k8s.io/kube-scheduler", "imageID": "", "ready": False,
+                "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                                             "message": "couldn't create scheduler: invalid configuration"}},
+            }]
+        return {
+            "metadata": {"name": name, "namespace": self.ns,
+                         "labels": {"app.kubernetes.io/name": self.scheduler_name},
+                         "annotations": {"scoretune.dev/config-hash": digest}},
+            "spec": {"containers": [{"name": "kube-scheduler", "image": "registry.k8s.io/kube-scheduler"}]},
+            "status": status,
+        }
+
+    def _settle(self, dep: dict[str, Any], digest: str, outcome: str) -> None:
+        """The Deployment controller's end state for ``digest``."""
+        gen = dep["metadata"]["generation"]
+        old = {p["metadata"]["name"]: p for p in self.pods.values()
+               if p["metadata"]["labels"].get("app.kubernetes.io/name") == self.scheduler_name}
+        for name in old:
+            self.pods.pop(name)
+        if outcome == "ready":
+            pod = self._scheduler_pod(digest, state="ready")
+            self.pods[pod["metadata"]["name"]] = pod
+            self.lease_holder = pod["metadata"]["name"] + "_0f6e3b1c-uuid"
+            dep["status"] = {"observedGeneration": gen, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+                             "availableReplicas": 1,
+                             "conditions": [{"type": "Available", "status": "True"},
+                                            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}
+        else:
+            serving = [p for p in old.values() if p["status"]["conditions"][0]["status"] == "True"]
+            for p in serving:
+                self.pods[p["metadata"]["name"]] = p
+            pod = self._scheduler_pod(digest, state=outcome)
+            self.pods[pod["metadata"]["name"]] = pod
+            dep["status"] = {"observedGeneration": gen, "replicas": 2, "updatedReplicas": 1, "readyReplicas": 1,
+                             "availableReplicas": 1, "unavailableReplicas": 1,
+                             "conditions": [{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]}
+
+    def add_function_pod(self, fn: str, *, ready: bool = True) -> str:
+        """A pod of ``fn``'s revision: ADDED (pending), then scheduled, then Ready, as watch events."""
+        with self.lock:
+            name = f"{fn}-00001-deployment-{len(self.pods):05d}"
+            pod = {
+                "metadata": {"name": name, "namespace": self.fn_ns, "creationTimestamp": NOW,
+                             "labels": {"serving.knative.dev/service": fn, "serving.knative.dev/revision": f"{fn}-00001"}},
+                "spec": {"schedulerName": self.scheduler_name, "containers": [{"name": "user-container", "image": "x"}]},
+                "status": {"phase": "Pending", "conditions": []},
+            }
+            self._emit("ADDED", pod)
+            pod = copy.deepcopy(pod)
+            pod["spec"]["nodeName"] = self.node_of(fn)
+            pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": NOW}]
+            self._emit("MODIFIED", pod)
+            if ready:
+                pod = copy.deepcopy(pod)
+                pod["status"]["phase"] = "Running"
+                pod["status"]["conditions"].append({"type": "Ready", "status": "True",
+                                                    "lastTransitionTime": "2026-12-02T10:00:03Z"})
+                pod["status"]["containerStatuses"] = [{
+                    "name": "user-container", "image": "x", "imageID": "", "ready": True, "restartCount": 0,
+                    "state": {"running": {"startedAt": "2026-12-02T10:00:02Z"}}}]
+                self._emit("MODIFIED", pod)
+            self.pods[name] = pod
+            return name
+
+    def _emit(self, kind: str, pod: dict[str, Any]) -> None:
+        pod["metadata"]["resourceVersion"] = self._next_rv()
+        self.events.append((self.rv, kind, copy.deepcopy(pod)))
+        self.lock.notify_all()
+
+    def _function_pods(self, selector: str | None) -> list[dict[str, Any]]:
+        return [p for p in self.pods.values() if p["metadata"]["namespace"] == self.fn_ns
+                and "serving.knative.dev/service" in p["metadata"]["labels"]
+                and selector_matches(selector, p["metadata"]["labels"])]
+
+    # --- HTTP ---------------------------------------------------------------------------------
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _body(self) -> Any:
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                return json.loads(raw) if raw else None
+
+            def _send(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _status(self, code: int, reason: str, message: str) -> None:
+                self._send(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+                                  "reason": reason, "code": code})
+
+            def do_GET(self) -> None:
+                fake._dispatch(self, "GET")
+
+            def do_PATCH(self) -> None:
+                fake._dispatch(self, "PATCH")
+
+            def do_POST(self) -> None:
+                fake._dispatch(self, "POST")
+
+        return Handler
+
+    def _dispatch(self, h: Any, method: str) -> None:
+        parts = urlsplit(h.path)
+        path = parts.path
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        host = (h.headers.get("Host") or "").split(":")[0]
+        if host.endswith(self.domain):
+            return self._ingress(h, host)
+        watch = query.get("watch") in ("true", "True", "1")
+        self.calls.append(f"{method} {path}" + (" watch" if watch else ""))
+        body = h._body() if method == "PATCH" else None
+        if body is not None:
+            self.bodies.append((f"{method} {path}", body, h.headers.get("Content-Type")))
+        if path in self.fail_paths:
+            code, msg = self.fail_paths[path]
+            return h._status(code, "InternalError" if code >= 500 else "Forbidden", msg)
+        ns_re = r"/namespaces/([^/]+)"
+        routes = [
+            (rf"/api/v1{ns_re}/configmaps/([^/]+)", self._configmap),
+            (rf"/apis/apps/v1{ns_re}/deployments/([^/]+)", self._deployment),
+            (rf"/api/v1{ns_re}/pods", self._pods),
+            (rf"/apis/coordination.k8s.io/v1{ns_re}/leases/([^/]+)", self._lease),
+            (rf"/apis/serving.knative.dev/v1{ns_re}/services(?:/([^/]+))?", self._ksvc),
+            (r"/api/v1/nodes", self._nodes),
+        ]
+        for pattern, fn in routes:
+            m = re.fullmatch(pattern, path)
+            if m:
+                return fn(h, method, *m.groups(), body=body, query=query)
+        h._status(404, "NotFound", f"the server could not find the requested resource {path}")
+
+    def _configmap(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
+        with self.lock:
+            cm = self.configmaps.get(name)
+            if cm is None or ns != self.ns:
+                return h._status(404, "NotFound", f'configmaps "{name}" not found')
+            if method == "PATCH":
+                cm = merge(cm, body)
+                cm["metadata"]["resourceVersion"] = self._next_rv()
+                self.configmaps[name] = cm
+            h._send(200, cm)
+
+    def _deployment(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
+        with self.lock:
+            dep = self.deployments.get(name)
+            if dep is None or ns != self.ns:
+                return h._status(404, "NotFound", f'deployments.apps "{name}" not found')
+            if method == "PATCH":
+                before = json.dumps(dep["spec"], sort_keys=True)
+                dep = merge(dep, body)
+                if json.dumps(dep["spec"], sort_keys=True) != before:
+                    dep["metadata"]["generation"] += 1
+                    self._pending_reads = self.observe_delay
+                    digest = dep["spec"]["template"]["metadata"]["annotations"]["scoretune.dev/config-hash"]
+                    text = self.configmaps[f"{name}-config"]["data"]["config.yaml"]
+                    self._target = (digest, self.outcome(text))
+                self.deployments[name] = dep
+                return h._send(200, dep)
+            if self._pending_reads > 0:
+                self._pending_reads -= 1
+                if self._pending_reads == 0:
+                    self._settle(dep, *self._target)
+                    stale = {**dep["status"], "observedGeneration": dep["metadata"]["generation"] - 1}
+                    return h._send(200, {**dep, "status": stale})
+            h._send(200, dep)
+
+    def _lease(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
+        if self.lease_holder is None:
+            return h._status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
+        h._send(200, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                      "metadata": {"name": name, "namespace": ns},
+                      "spec": {"holderIdentity": self.lease_holder, "leaseDurationSeconds": 15}})
+
+    def _nodes(self, h: Any, method: str, *, body: Any, query: dict[str, str]) -> None:
+        info = {k: "x" for k in ("architecture", "bootID", "containerRuntimeVersion", "kernelVersion",
+                                 "kubeProxyVersion", "machineID", "operatingSystem", "osImage", "systemUUID")}
+        items = [{"metadata": {"name": n}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"},
+                                                      "nodeInfo": {**info, "kubeletVersion": "v1.36.0"}}}
+                 for n in self.nodes]
+        h._send(200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
+                      "items": items})
+
+    def _ksvc(self, h: Any, method: str, ns: str, name: str | None, *, body: Any, query: dict[str, str]) -> None:
+        if name is None:
+            items = [s for s in self.services.values() if ns == self.fn_ns]
+            return h._send(200, {"apiVersion": "serving.knative.dev/v1", "kind": "ServiceList",
+                                 "metadata": {}, "items": items})
+        svc = self.services.get(name)
+        if svc is None or ns != self.fn_ns:
+            return h._status(404, "NotFound", f'services.serving.knative.dev "{name}" not found')
+        h._send(200, svc)
+
+    def _pods(self, h: Any, method: str, ns: str, *, body: Any, query: dict[str, str]) -> None:
+        selector = query.get("labelSelector")
+        if query.get("watch") in ("true", "True", "1"):
+            return self._watch(h, ns, selector, int(query.get("resourceVersion") or 0),
+                               float(query.get("timeoutSeconds") or 5))
+        with self.lock:
+            if ns == self.fn_ns and selector and "serving.knative.dev/service" in selector:
+                self.function_lists += 1
+                if self.drain_after and self.function_lists >= self.drain_after:
+                    for p in self._function_pods(selector):
+                        self.pods.pop(p["metadata"]["name"])
+                        self._emit("DELETED", p)
+            items = [p for p in self.pods.values() if p["metadata"]["namespace"] == ns
+                     and selector_matches(selector, p["metadata"]["labels"])]
+            h._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
+                          "items": items})
+
+    def _watch(self, h: Any, ns: str, selector: str | None, since: int, timeout_s: float) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        deadline = time.monotonic() + timeout_s
+        sent = since
+        try:
+            while not self._closing:
+                with self.lock:
+                    fresh = [(rv, k, p) for rv, k, p in self.events if rv > sent and p["metadata"]["namespace"] == ns
+                             and selector_matches(selector, p["metadata"]["labels"])]
+                    if not fresh:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self.lock.wait(timeout=min(left, 0.2))
+                        continue
+                for rv, kind, pod in fresh:
+                    line = json.dumps({"type": kind, "object": pod}).encode() + b"\n"
+                    h.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                    sent = rv
+                h.wfile.flush()
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _ingress(self, h: Any, host: str) -> None:
+        fn = host.split(".")[0]
+        n = int(h.headers.get("Content-Length") or 0)
+        if n:
+            h.rfile.read(n)
+        with self.lock:
+            self.ingress_requests[fn] = self.ingress_requests.get(fn, 0) + 1
+            existing = self._function_pods(f"serving.knative.dev/service={fn}")
+        cold = not existing
+        if cold:
+            self.add_function_pod(fn)
+        h._send(200, {"ok": True}, {"X-Scoretune-Node": self.node_of(fn), "X-Scoretune-Cold-Start": str(cold).lower()})
+
+
+def squeeze(calls: list[str]) -> list[str]:
+    """Consecutive repeats collapsed (polling loops repeat a read a timing-dependent number of times)."""
+    out: list[str] = []
+    for c in calls:
+        if not out or out[-1] != c:
+            out.append(c)
+    return out
