@@ -152,10 +152,13 @@ class FunctionApp:
         self.handler: Handler | None = None
         self.ready = threading.Event()
         self.draining = False
+        self.shutdown_requested: Callable[[], bool] = lambda: False  # serve() wires uvicorn's flag
         self.load_error: BaseException | None = None
         self.served = 0
-        self.in_flight = 0
-        self._limiter: anyio.CapacityLimiter | None = None
+        self.in_flight = 0  # accepted and not yet answered (waiting for a slot or running)
+        self.running = 0  # inside the handler
+        self._slots: anyio.CapacityLimiter | None = None
+        self._threads: anyio.CapacityLimiter | None = None
         self.app = Starlette(
             routes=[
                 Route("/", self.invoke, methods=["POST"]),
@@ -185,8 +188,10 @@ class FunctionApp:
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        tokens = self.concurrency or MAX_CONCURRENCY
-        self._limiter = anyio.CapacityLimiter(tokens)
+        # The container-concurrency semaphore; worker threads are a separate, larger pool so
+        # that waiting for a slot never holds a thread.
+        self._slots = anyio.CapacityLimiter(self.concurrency or MAX_CONCURRENCY)
+        self._threads = anyio.CapacityLimiter(MAX_CONCURRENCY)
         loader = threading.Thread(target=self.load, name=f"load-{self.config.name}", daemon=True)
         loader.start()
         try:
@@ -204,13 +209,26 @@ class FunctionApp:
         return headers
 
     async def healthz(self, request: Request) -> Response:
-        return JSONResponse({"status": "ok"}, headers=self._headers(None))
+        """Liveness, with the instance's counters (the embedded lab and the tests read them)."""
+        return JSONResponse(
+            {
+                "status": "ok",
+                "function": self.config.name,
+                "ready": self.ready.is_set(),
+                "concurrency": self.concurrency,
+                "in_flight": self.in_flight,
+                "running": self.running,
+                "served": self.served,
+            },
+            headers=self._headers(None),
+        )
 
     async def readyz(self, request: Request) -> Response:
         if self.load_error is not None:
             return JSONResponse({"status": "failed", "error": repr(self.load_error)}, status_code=503)
-        if self.draining or not self.ready.is_set():
-            return JSONResponse({"status": "draining" if self.draining else "starting"}, status_code=503)
+        draining = self.draining or self.shutdown_requested()
+        if draining or not self.ready.is_set():
+            return JSONResponse({"status": "draining" if draining else "starting"}, status_code=503)
         return JSONResponse({"status": "ready", "function": self.config.name}, headers=self._headers(None))
 
     async def invoke(self, request: Request) -> Response:
@@ -218,7 +236,13 @@ class FunctionApp:
         # concurrent first requests cannot both claim it.
         cold = self.served == 0
         self.served += 1
-        headers = self._headers(cold)
+        self.in_flight += 1
+        try:
+            return await self._invoke(request, self._headers(cold))
+        finally:
+            self.in_flight -= 1
+
+    async def _invoke(self, request: Request, headers: dict[str, str]) -> Response:
         body = await request.body()
         try:
             overrides = json.loads(body) if body.strip() else {}
@@ -234,17 +258,19 @@ class FunctionApp:
                 {"error": f"function not loaded: {self.load_error!r}"}, status_code=503, headers=headers
             )
         handler = self.handler
-        assert self._limiter is not None
-        self.in_flight += 1
+        assert self._slots is not None and self._threads is not None
         try:
-            result = await anyio.to_thread.run_sync(handler, payload, limiter=self._limiter)
+            async with self._slots:
+                self.running += 1
+                try:
+                    result = await anyio.to_thread.run_sync(handler, payload, limiter=self._threads)
+                finally:
+                    self.running -= 1
         except PayloadError as err:
             return JSONResponse({"error": str(err)}, status_code=400, headers=headers)
         except Exception as err:  # a handler failure is the request's 500, the instance lives on
             log.exception("function %s failed", self.config.name)
             return JSONResponse({"error": f"{type(err).__name__}: {err}"}, status_code=500, headers=headers)
-        finally:
-            self.in_flight -= 1
         return JSONResponse(result, headers=headers)
 
 
@@ -290,6 +316,7 @@ def serve(
         timeout_graceful_shutdown=int(graceful_timeout_s),
     )
     server = uvicorn.Server(config)
+    instance.shutdown_requested = lambda: bool(server.should_exit)
     log.info("serving %s on http://%s:%d", name, host, port)
     asyncio.run(server.serve())
 

@@ -107,6 +107,8 @@ class _Measured(_Strict):
     samples: int = Field(ge=1)
     machine: str = ""
     measured_at: str = ""
+    init_s: float = Field(default=0.0, ge=0, description="runtime + handler import and warm-up, seconds")
+    baseline_rss_bytes: int = Field(default=0, ge=0, description="resident memory of an idle, warm instance")
 
 
 class _SpecModel(_Strict):
@@ -121,6 +123,9 @@ class _SpecModel(_Strict):
     cold_start: _ColdStart
     work: _Work
     payload: dict[str, Any] = Field(default_factory=dict, description="default request payload")
+    requirements: list[str] = Field(
+        default_factory=list, description="PyPI requirements of the handler, beyond the runtime's"
+    )
     measured: _Measured | None = None
 
     @field_validator("handler")
@@ -153,6 +158,8 @@ class MeasuredProfile:
     samples: int
     machine: str
     measured_at: str
+    init_s: float = 0.0
+    baseline_rss_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -193,6 +200,7 @@ class FunctionSpec:
     payload: dict[str, Any] = field(default_factory=dict)
     measured: MeasuredProfile | None = None
     path: Path | None = None
+    requirements: tuple[str, ...] = ()
 
 
 def _from_model(m: _SpecModel, path: Path | None) -> FunctionSpec:
@@ -217,6 +225,7 @@ def _from_model(m: _SpecModel, path: Path | None) -> FunctionSpec:
         payload=dict(m.payload),
         measured=MeasuredProfile(**m.measured.model_dump()) if m.measured else None,
         path=path,
+        requirements=tuple(m.requirements),
     )
 
 
@@ -278,6 +287,8 @@ def spec_to_dict(spec: FunctionSpec) -> dict[str, Any]:
         },
         "payload": spec.payload,
     }
+    if spec.requirements:
+        d["requirements"] = list(spec.requirements)
     if spec.measured is not None:
         d["measured"] = {k: getattr(spec.measured, k) for k in spec.measured.__dataclass_fields__}
     return d

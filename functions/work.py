@@ -56,6 +56,10 @@ def sample_work(spec: FunctionSpec, payloads: Sequence[str], rng: np.random.Gene
             if key in payload:
                 value = float(payload[key])
                 if not np.isfinite(value) or value < 0:
-                    raise InputError(f"{key} must be a finite number >= 0, got {payload[key]!r}", row=i, field=f"payload.{key}")
+                    raise InputError(
+                        f"{key} must be a finite number >= 0, got {payload[key]!r}",
+                        row=i,
+                        field=f"payload.{key}",
+                    )
                 column[i] = value
     return WorkSample(cpu_s=cpu, memory_bytes=mem, io_s=io)

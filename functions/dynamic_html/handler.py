@@ -18,9 +18,9 @@ from functions.payload import int_param, str_param
 
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent),
-    autoescape=jinja2.select_autoescape(["html"]),
+    autoescape=jinja2.select_autoescape(["html", "html.j2"]),
 )
-_TEMPLATE = _ENV.get_template("template.html")
+_TEMPLATE = _ENV.get_template("template.html.j2")
 
 
 def handle(payload: dict[str, Any]) -> dict[str, Any]:

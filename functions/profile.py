@@ -1,0 +1,167 @@
+"""Measuring what each handler really costs on this machine, so the spec's ``work`` distribution
+(which the simulator executes) matches the real function.
+
+Each function is measured in its own fresh interpreter, for honest memory figures (a shared
+process would carry every other handler's imports and high-water mark):
+
+1. import the runtime and the handler and run its warm-up — the ``init_s`` a cold start pays
+   after the container starts;
+2. read the resident set (``baseline_rss_bytes``), then run one unrecorded warm-up request;
+3. run ``samples`` requests at the spec's default payload, each timed with
+   :func:`time.process_time` (CPU of the whole process, so BLAS threads count) and
+   :func:`time.perf_counter` (wall).
+
+``peak_memory_bytes`` is the process's peak resident set (``VmHWM``) minus the
+baseline: the memory a request touches beyond an idle warm instance, an upper bound since it
+includes allocator slack. The child pins BLAS/OpenMP to one thread so CPU seconds are seconds
+of one core, the "speed-1.0 core" of the spec. CPU time rather than wall time is the figure the
+simulator needs, and it is also the one that other jobs on a shared machine disturb least.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from functions.errors import FunctionsError
+from functions.spec import FunctionSpec, MeasuredProfile, load_spec
+
+log = logging.getLogger(__name__)
+
+SINGLE_THREAD_ENV = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Raw per-sample figures of one function, as the child process reported them."""
+
+    name: str
+    cpu_s: tuple[float, ...]
+    wall_s: tuple[float, ...]
+    init_s: float
+    baseline_rss_bytes: int
+    peak_rss_bytes: int
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        return max(0, self.peak_rss_bytes - self.baseline_rss_bytes)
+
+
+def machine_description() -> str:
+    """CPU model, core count and Python version: enough to tell two machines' profiles apart."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def measure(
+    spec: FunctionSpec,
+    *,
+    samples: int = 3,
+    payload: dict[str, Any] | None = None,
+    timeout_s: float = 600.0,
+) -> Measurement:
+    """Measure one function in a fresh interpreter running :mod:`functions.measure`."""
+    if samples < 1:
+        raise FunctionsError(f"samples must be >= 1, got {samples}")
+    cmd = [sys.executable, "-m", "functions.measure", spec.name, "--samples", str(samples)]
+    if payload:
+        cmd += ["--payload", json.dumps(payload)]
+    env = {**os.environ, **SINGLE_THREAD_ENV}
+    repo = Path(__file__).resolve().parents[1]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), env.get("PYTHONPATH", "")) if p)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise FunctionsError(f"profiling {spec.name} took longer than {timeout_s:g} s") from None
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise FunctionsError(f"profiling {spec.name} failed (exit {done.returncode}): {tail}")
+    raw = json.loads(done.stdout.strip().splitlines()[-1])
+    return Measurement(
+        name=raw["name"],
+        cpu_s=tuple(raw["cpu_s"]),
+        wall_s=tuple(raw["wall_s"]),
+        init_s=float(raw["init_s"]),
+        baseline_rss_bytes=int(raw["baseline_rss_bytes"]),
+        peak_rss_bytes=int(raw["peak_rss_bytes"]),
+    )
+
+
+def summarize(m: Measurement, *, machine: str | None = None, now: datetime | None = None) -> MeasuredProfile:
+    """The spec's ``measured`` block from raw samples (p50/p95 by linear interpolation)."""
+    cpu = np.asarray(m.cpu_s, dtype=float)
+    return MeasuredProfile(
+        cpu_s_mean=round(float(cpu.mean()), 6),
+        cpu_s_p50=round(float(np.percentile(cpu, 50)), 6),
+        cpu_s_p95=round(float(np.percentile(cpu, 95)), 6),
+        wall_s_mean=round(float(np.mean(m.wall_s)), 6),
+        peak_memory_bytes=m.peak_memory_bytes,
+        samples=len(m.cpu_s),
+        machine=machine if machine is not None else machine_description(),
+        measured_at=(now or datetime.now(UTC)).isoformat(timespec="seconds"),
+        init_s=round(m.init_s, 4),
+        baseline_rss_bytes=m.baseline_rss_bytes,
+    )
+
+
+def _mib(nbytes: int) -> str:
+    """A memory quantity rounded up to whole MiB (at least 1Mi)."""
+    return f"{max(1, -(-nbytes // 2**20))}Mi"
+
+
+def write_measured(
+    path: Path, measured: MeasuredProfile, *, refit: bool = False, cpu_cv: float | None = None
+) -> None:
+    """Write ``measured`` into the spec file at ``path``, keeping its header comments, key order
+    and quantity spelling. With ``refit`` the spec's ``work`` (CPU mean, and cv when given;
+    memory touched; I/O wait = wall − CPU) and ``cold_start.init_s`` are set from the measurement.
+    The file is re-validated after writing; a spec that no longer parses is restored."""
+    original = path.read_text()
+    header = "".join(line for line in original.splitlines(keepends=True) if line.startswith("#"))
+    data = yaml.safe_load(original)
+    data["measured"] = {k: getattr(measured, k) for k in measured.__dataclass_fields__}
+    if refit:
+        work = data["work"]
+        work["cpu_s"]["mean"] = round(measured.cpu_s_mean, 4)
+        if cpu_cv is not None and work["cpu_s"].get("distribution", "lognormal") != "constant":
+            work["cpu_s"]["cv"] = round(cpu_cv, 3)
+        work["memory"] = _mib(measured.peak_memory_bytes)
+        work["io_s"] = round(max(0.0, measured.wall_s_mean - measured.cpu_s_mean), 4)
+        data["cold_start"]["init_s"] = round(measured.init_s, 3)
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110))
+    try:
+        load_spec(path)
+    except Exception:
+        path.write_text(original)
+        raise
+
+
+def sample_cv(m: Measurement) -> float | None:
+    """Coefficient of variation of the CPU samples; None below 3 samples (too few to say)."""
+    if len(m.cpu_s) < 3:
+        return None
+    cpu = np.asarray(m.cpu_s, dtype=float)
+    return float(cpu.std(ddof=1) / cpu.mean()) if cpu.mean() > 0 else 0.0
