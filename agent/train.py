@@ -95,8 +95,8 @@ def policy_config(args: Args, *, command: str, elapsed_s: float | None = None) -
     }
 
 
-def train(args: Args) -> Path:
-    """Train and save; returns the model path."""
+def train(args: Args, sampler=None) -> Path:
+    """Train and save; returns the model path. ``sampler`` replaces the scenario split (tests)."""
     import torch
     from stable_baselines3 import PPO, SAC
     from stable_baselines3.common.callbacks import CheckpointCallback
@@ -118,7 +118,7 @@ def train(args: Args) -> Path:
     torch.set_num_threads(1)  # small MLP: threads cost more than they give; leave cores to the envs
 
     # -- the environments: one tuning experiment per episode over the training scenarios -----------
-    sampler = make_sampler(args)
+    sampler = sampler or make_sampler(args)
     vec_cls = SubprocVecEnv if args.vec == "subproc" and args.num_envs > 1 else DummyVecEnv
     env_kwargs = dict(steps=args.steps, reward_kind=args.reward, info=args.info, frame_stack=args.frame_stack)
     venv = make_vec_env(

@@ -1,0 +1,81 @@
+"""Resolving ``scoretune tune``'s ``--backend``, ``--cluster`` and ``--workload`` into objects.
+
+The agent only drives the :class:`~testbed.backend.Backend` protocol; this module knows how each
+backend is constructed (imports are lazy, so the simulator never needs the Kubernetes client) and
+where workloads come from: a Parquet file, the lab workload (``lab``), or a scenario of
+``testbed.scenarios`` (which then also names the cluster).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.errors import AgentError
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("sim", "local", "kube")
+LAB_WORKLOAD = "lab"
+
+
+@dataclass(frozen=True)
+class KubeOptions:
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str = "default"
+    ingress_url: str | None = None
+
+
+def resolve_workload(workload: str, *, seed: int = 0) -> tuple[Any, str | None]:
+    """``(Workload, cluster name or None)`` for a Parquet path, ``lab`` or a scenario name."""
+    path = Path(workload)
+    if path.suffix == ".parquet" or path.exists():
+        from loadgen.workload import read_workload
+
+        return read_workload(path), None
+    if workload == LAB_WORKLOAD:
+        from testbed.local.scenario import LAB_CLUSTER, lab_workload
+
+        return lab_workload(seed), LAB_CLUSTER
+    from agent.scenario_objectives import scenario_by_name
+
+    scenario = scenario_by_name(workload)
+    from testbed.scenarios import build_workload
+
+    return build_workload(scenario), scenario.cluster
+
+
+def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | None = None) -> Any:
+    """A backend bound to ``cluster`` (a ClusterSpec; unused by ``kube``, which reads the real one)."""
+    if name == "sim":
+        from testbed.sim import SimBackend
+
+        return SimBackend(cluster, seed=seed)
+    if name == "local":
+        from testbed.local.backend import LocalBackend
+
+        return LocalBackend(cluster, seed=seed)
+    if name == "kube":
+        from testbed.kube.backend import KubeBackend
+
+        k = kube or KubeOptions()
+        return KubeBackend(kubeconfig=k.kubeconfig, context=k.context, namespace=k.namespace, ingress_url=k.ingress_url)
+    raise AgentError(f"unknown backend {name!r}; valid: {list(BACKENDS)}")
+
+
+def embedded_default_backend(seed: int = 0) -> tuple[Any, str]:
+    """``make tune``'s backend: the embedded lab when it starts on this machine, else the simulator
+    with the same cluster (``lab-small``) and workload."""
+    from testbed.cluster import load_cluster
+    from testbed.local.scenario import LAB_CLUSTER
+
+    cluster = load_cluster(LAB_CLUSTER)
+    try:
+        backend = make_backend("local", cluster, seed=seed)
+    except Exception as err:  # noqa: BLE001 - any failure to start the lab means "use the simulator"
+        log.warning("the embedded lab did not start (%s); tuning on the simulator instead", err)
+        return make_backend("sim", cluster, seed=seed), "sim"
+    return backend, "local"
