@@ -86,12 +86,6 @@ app.command("train", help="Train a tuning policy (SB3 PPO/SAC) on the simulator.
 app.command("evaluate", help="Every method on every held-out scenario: results table and plots.")(evaluate_command)
 app.command("tune", help="One live tuning experiment on sim, local or kube (JSONL log, resume, best config).")(tune_command)
 
-from agent.cli_commands import evaluate_command, train_command, tune_command  # noqa: E402
-
-app.command("train", help="Train a tuning policy (SB3 PPO/SAC) on the simulator.")(train_command)
-app.command("evaluate", help="Every method on every held-out scenario: results table and plots.")(evaluate_command)
-app.command("tune", help="One live tuning experiment on sim, local or kube (JSONL log, resume, best config).")(tune_command)
-
 app.add_typer(bench_app, name="bench")
 
 
