@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -49,6 +50,11 @@ TIMEOUT_S = float(os.environ.get("SCORETUNE_TIMEOUT_S", "30"))
 WORKERS = max(1, int(os.environ.get("SCORETUNE_WORKERS", "1")))
 FIXED_EPOCH = float(os.environ.get("SCORETUNE_START_EPOCH", "0") or 0)
 EPOCH_LEAD_S = 1.0
+
+# open loop needs a socket per in-flight request: lift the soft descriptor limit to the hard one
+_soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if _hard == resource.RLIM_INFINITY or _soft < _hard:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(65536, _hard) if _hard != resource.RLIM_INFINITY else 65536, _hard))
 
 _epoch = gevent.event.AsyncResult()
 if FIXED_EPOCH > 0:

@@ -23,8 +23,8 @@ Kinds (column layouts from the upstream READMEs, see ``../shared/notes/traces-fu
 
 Every reader then applies the same three steps: **rate scaling** (``rate_scale`` x: count traces
 scale each window's count with stochastic rounding; per-request traces keep each request with
-probability x, or make ``floor(x)`` or ``ceil(x)`` copies, the extra copies shifted by up to one
-second), **function mapping** (:mod:`loadgen.mapping`) and **time compression** (``minutes``: the
+probability x, or make ``floor(x)`` or ``ceil(x)`` copies, spread within the trace's 1 s resolution
+or shifted by up to one second), **function mapping** (:mod:`loadgen.mapping`) and **time compression** (``minutes``: the
 trace's span is squeezed linearly into that many minutes, which multiplies the rate by the same
 factor; combine with ``rate_scale`` to keep the rate sane). ``trace_replay=True`` sends every request
 to the trace-driven function with the trace's own work as payload ``{"cpu_s", "memory_bytes"}``.
@@ -203,8 +203,8 @@ def parse_alibaba_genai(path: Path, rate_scale: float, rng: np.random.Generator)
     exec_s = _numbers(frame, "exec_time_seconds", path, what="execution time")
     # a few rows have no base model (anonymised away upstream): one "unknown" trace function
     model = _strings(frame, "checkpoint_model_version_id", path, empty="unknown")
-    idx, shift = _scale_requests(len(frame), rate_scale, rng)
-    t = secs[idx] + rng.random(idx.size) + shift  # 1 s resolution: spread within the second
+    idx, _ = _scale_requests(len(frame), rate_scale, rng)
+    t = secs[idx] + rng.random(idx.size)  # 1 s resolution: every copy spread within its second
     return ParsedTrace(
         t_s=t, trace_function=model[idx], span_s=float(secs.max()) + 1.0, functions=_profiles(model, exec_s),
         cpu_s=exec_s[idx], memory_bytes=None, extra={"trace_start": str(stamps.min())},
@@ -250,8 +250,8 @@ def parse_alibaba_gpu2023(path: Path, rate_scale: float, rng: np.random.Generato
         [f"{c:g}m-{m:g}Mi-{g:g}x{gm:g}gpu" for c, m, g, gm in zip(cpu, mem, gpus, gpu_milli, strict=True)], dtype=object
     )
     created = created - created.min()
-    idx, shift = _scale_requests(len(frame), rate_scale, rng)
-    t = created[idx] + rng.random(idx.size) + shift
+    idx, _ = _scale_requests(len(frame), rate_scale, rng)
+    t = created[idx] + rng.random(idx.size)  # 1 s resolution: every copy spread within its second
     fns = _profiles(shape, None, mem * MIB)
     # pods carry memory but no request duration: mapping falls back to popularity (see mapping.py)
     fns = [TraceFunction(f.name, f.count, None, f.memory_bytes) for f in fns]
@@ -369,7 +369,7 @@ def parse_azure2021(path: Path, rate_scale: float, rng: np.random.Generator) -> 
     idx, shift = _scale_requests(len(frame), rate_scale, rng)
     mem = np.full(idx.size, float(AZURE2021_MEMORY_BYTES))
     return ParsedTrace(
-        t_s=start[idx] + shift, trace_function=ids[idx], span_s=max(float(start.max()), 1.0), functions=_profiles(ids, dur),
+        t_s=start[idx] + shift, trace_function=ids[idx], span_s=float(start.max()) + 1.0, functions=_profiles(ids, dur),
         cpu_s=dur[idx], memory_bytes=mem,
     )
 
