@@ -1,0 +1,57 @@
+"""The evaluation's figures (by hand) and one small end-to-end comparison on the analytic fixture."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from agent_fixtures import AnalyticObjective
+
+from agent.evaluate import evaluate, score_rows, summary_table
+
+
+def _row(scenario, seed, method, metrics, oracle):
+    return {"scenario": scenario, "seed": seed, "method": method, "metrics": metrics, "oracle": oracle,
+            "oracle_search": oracle}
+
+
+def test_scores_by_hand():
+    rows = [
+        _row("s", 0, "default", [10.0, 10.0, 10.0], 5.0),
+        _row("s", 0, "tpe", [10.0, 8.0, 9.0], 5.0),
+        _row("s", 0, "policy", [10.0, 7.0, 5.5], 5.0),
+    ]
+    frame = score_rows(rows, baselines=("default", "tpe")).set_index("method")
+    assert frame.attrs["best_baseline"] == "tpe"
+    assert frame.loc["tpe", "improvement_pct"] == pytest.approx(20.0)
+    assert frame.loc["policy", "improvement_pct"] == pytest.approx(45.0)
+    assert frame.loc["policy", "gap_closed"] == pytest.approx(4.5 / 5.0)
+    assert frame.loc["policy", "over_best_baseline_pct"] == pytest.approx(100 * (8.0 - 5.5) / 8.0)
+    assert frame.loc["tpe", "over_best_baseline_pct"] == 0.0
+    assert frame.loc["policy", "steps_to_90"] == 2  # gain 4.5: 90 % = 4.05 > 3 (step 1)
+    assert frame.loc["default", "gap_closed"] == 0.0
+
+
+def test_intervals_are_over_seeds():
+    rows = []
+    for seed, best in enumerate([8.0, 6.0, 7.0]):
+        rows.append(_row("a", seed, "tpe", [10.0, best], 5.0))
+        rows.append(_row("b", seed, "tpe", [10.0, best], 5.0))
+    table = summary_table(score_rows(rows, baselines=("tpe",))).set_index("method")
+    assert table.loc["tpe", "seeds"] == 3 and table.loc["tpe", "scenarios"] == 2
+    assert table.loc["tpe", "improvement_pct"] == pytest.approx(30.0)
+    assert table.loc["tpe", "improvement_pct_low"] < 30.0 < table.loc["tpe", "improvement_pct_high"]
+
+
+def test_small_evaluation_writes_table_and_plots(tmp_path):
+    def factory(name, seed, metric):
+        return AnalyticObjective(seed=hash((name, seed)) % 1000)
+
+    table = evaluate(["x", "y"], seeds=2, out_dir=tmp_path, methods=["default", "random", "hill"], steps=4,
+                     oracle_runs=30, objective_factory=factory)
+    assert set(table["method"]) == {"default", "random", "hill"}
+    for name in ("table.md", "table.csv", "results.csv", "tuning-curves.png", "final-improvement.png", "evaluation.json"):
+        assert (tmp_path / name).stat().st_size > 0
+    results = pd.read_csv(tmp_path / "results.csv")
+    assert len(results) == 2 * 2 * 3
+    assert (results["best"] >= results["oracle"] - 1e-12).all()  # the oracle bounds every method
+    assert (results.loc[results["method"] == "default", "improvement_pct"] == 0).all()
