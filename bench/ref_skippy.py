@@ -13,8 +13,8 @@ import time
 
 from skippy.core.clustercontext import ClusterContext
 from skippy.core.model import Capacity, Container, ImageState, Node, Pod, PodSpec, ResourceRequirements
-from skippy.core.priorities import BalancedResourcePriority, ImageLocalityPriority
 from skippy.core.predicates import PodFitsResourcesPred
+from skippy.core.priorities import BalancedResourcePriority, ImageLocalityPriority
 from skippy.core.scheduler import Scheduler
 
 IMAGES = [f"scoretune/fn-{i}:latest" for i in range(8)]

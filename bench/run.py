@@ -32,7 +32,8 @@ class Measurement:
 
     @property
     def shown(self) -> str:
-        return " ".join(c if c.startswith(("-", "/")) is False else c for c in self.command).replace(str(BIN) + "/", "")
+        words = ["python" if c == sys.executable else c.replace(str(BIN) + "/", "") for c in self.command]
+        return " ".join(words)
 
 
 def measure(command: list[str], timeout_s: float = 1800) -> Measurement:
@@ -43,7 +44,7 @@ def measure(command: list[str], timeout_s: float = 1800) -> Measurement:
         m.error = f"timed out after {timeout_s:.0f} s"
         return m
     if proc.returncode != 0:
-        m.error = (proc.stderr.strip().splitlines() or ["exit status %d" % proc.returncode])[-1]
+        m.error = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         return m
     lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip().startswith("{")]
     try:
