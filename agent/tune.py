@@ -42,6 +42,7 @@ import numpy as np
 
 from agent.actions import ActionCodec, WeightSetting
 from agent.errors import AgentError, ExperimentLogError
+from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_requests
 from agent.provenance import provenance
 from agent.rewards import REWARDS, percent_improvement, reward
 from agent.stats import (
@@ -78,6 +79,8 @@ class ExperimentConfig:
     reward: str = "best"
     max_reruns: int = 3
     health: HealthBounds = field(default_factory=HealthBounds)
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """How the backend was constructed beyond its name (the kube connection); kept for resume."""
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -162,6 +165,12 @@ def _append(out_dir: Path, record: StepRecord) -> None:
         os.fsync(f.fileno())
 
 
+def _timeout_s(summary: dict[str, Any]) -> float:
+    """The client timeout failed requests count at: the replay's, else the default (30 s)."""
+    replay = summary.get("backend_replay") or {}
+    return float(replay.get("timeout_s") or summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
+
+
 StepCallback = Callable[[StepRecord, list[StepRecord]], None]
 StartCallback = Callable[[int, WeightSetting], None]
 
@@ -227,7 +236,7 @@ class Experiment:
             result = self.backend.run(self.workload, run_dir, seed=seed)
             reason = run_health(result.summary, self.config.health)
             if reason is None:
-                return result.metric(self.config.metric), voided
+                return metric_from_requests(result.requests, self.config.metric, _timeout_s(result.summary)), voided
             void_dir = run_dir.with_name(f"{run_dir.name}.void-{attempt + 1}")
             if void_dir.exists():
                 shutil.rmtree(void_dir)
