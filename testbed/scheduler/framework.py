@@ -652,6 +652,15 @@ class Scheduler:
         scores, _ = self._plugin_scores(t, p, idx)
         return self._pick(idx, self._totals(scores, len(idx)))
 
+    def plugin_scores(self, pod: Pod, candidates: Sequence[int] | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+        """Normalised scores of each enabled plugin over ``candidates`` (node indices; all nodes
+        by default) as PreScore/Score/NormalizeScore produce them when those nodes passed Filter,
+        and the plugins whose PreScore skipped. Filters are not applied."""
+        t = self._template(pod)
+        p = self._plan(t)
+        idx = self._arange if candidates is None else np.asarray(candidates, dtype=np.int64)
+        return self._plugin_scores(t, p, idx)
+
     def schedule(self, pod: Pod) -> int | None:
         """The node index kube-scheduler would pick for ``pod`` (None if no node fits). Does not bind."""
         return self._decide(pod, advance=True)
