@@ -8,17 +8,22 @@ greenlet per request without waiting for earlier responses; completions reach Lo
 ``events.request`` hook, whose listener here records each request exactly (not Locust's rounded
 statistics).
 
-Inputs come through environment variables set by the parent:
+The plan (schedule, URLs, timeout, number of load processes, start epoch) is read from files by the
+process that owns them — the local runner, or the master — through these environment variables:
 
 - ``SCORETUNE_SCHEDULE``: the ``schedule.npz`` (``request_id``, ``t_s``, ``function_index``,
   ``payload_index``) with a ``schedule.json`` beside it (function names, URL and Host header per
   function, distinct payloads, concurrency);
-- ``SCORETUNE_RECORDS_DIR``: where each load process writes ``records-<index>.json``;
-- ``SCORETUNE_TIMEOUT_S``: per-request timeout; ``SCORETUNE_WORKERS``: number of load processes
-  (each takes the requests with ``request_id % workers == worker_index``);
-- ``SCORETUNE_START_EPOCH`` (optional): the Unix time of t = 0, for workers on other machines with
-  synchronised clocks. Without it the local runner starts the clock itself, and in distributed mode
-  the master broadcasts an epoch one second ahead when the test starts, so master and workers agree.
+- ``SCORETUNE_RECORDS_DIR``: where ``records-<worker index>.json`` files are written;
+- ``SCORETUNE_TIMEOUT_S``: per-request timeout; ``SCORETUNE_WORKERS``: the number of workers;
+- ``SCORETUNE_START_EPOCH`` (optional, > 0): the Unix time of t = 0. Without it the local runner
+  starts the clock itself, and the master picks an epoch one second ahead when the test starts.
+
+In distributed mode the master ships the plan to every worker in a custom message when the test
+starts, and each worker sends its records back in another, so a worker needs nothing but this file
+and the master's address (``locust -f locustfile.py --worker --master-host H``) and may run on
+another machine (clocks synchronised, e.g. by NTP, since send times are absolute). Worker ``i``
+takes the requests with ``request_id % workers == i``.
 
 All times recorded are ``time.time()`` minus the epoch: ``sent_s`` is Locust's own request start time
 (taken just before the request leaves), ``finished_s`` the time the request event fires.
@@ -26,12 +31,14 @@ All times recorded are ``time.time()`` minus the epoch: ``sent_s`` is Locust's o
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import resource
 import time
 from pathlib import Path
+from typing import Any
 
 import gevent
 import gevent.event
@@ -44,23 +51,46 @@ from locust.runners import MasterRunner, WorkerRunner
 
 log = logging.getLogger("scoretune.locustfile")
 
-SCHEDULE = Path(os.environ.get("SCORETUNE_SCHEDULE", "schedule.npz"))
 RECORDS_DIR = Path(os.environ.get("SCORETUNE_RECORDS_DIR", "."))
-TIMEOUT_S = float(os.environ.get("SCORETUNE_TIMEOUT_S", "30"))
-WORKERS = max(1, int(os.environ.get("SCORETUNE_WORKERS", "1")))
-FIXED_EPOCH = float(os.environ.get("SCORETUNE_START_EPOCH", "0") or 0)
 EPOCH_LEAD_S = 1.0
+"""How far ahead of the test start the master puts t = 0, so every worker has the plan in time."""
 
-# open loop needs a socket per in-flight request: lift the soft descriptor limit to the hard one
+# open loop needs a socket per in-flight request: lift the soft descriptor limit towards the hard one
 _soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-if _hard == resource.RLIM_INFINITY or _soft < _hard:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(65536, _hard) if _hard != resource.RLIM_INFINITY else 65536, _hard))
+_want = 65536 if _hard == resource.RLIM_INFINITY else min(65536, _hard)
+if _soft < _want:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_want, _hard))
 
-_epoch = gevent.event.AsyncResult()
-if FIXED_EPOCH > 0:
-    _epoch.set(FIXED_EPOCH)
+_plan: gevent.event.AsyncResult = gevent.event.AsyncResult()
 _records: dict[str, list] = {k: [] for k in ("request_id", "sent_s", "finished_s", "status", "http_status", "node", "cold_start")}
-_state = {"index": 0, "written": False, "done_workers": 0, "expected": 0}
+_state: dict[str, Any] = {"index": 0, "written": False, "dispatching": False, "done_workers": 0}
+
+
+def _load_plan() -> dict[str, Any]:
+    """The plan from the files the parent wrote (local runner and master only)."""
+    schedule = Path(os.environ["SCORETUNE_SCHEDULE"])
+    meta = json.loads(schedule.with_suffix(".json").read_text())
+    with np.load(schedule) as data:
+        arrays = {k: data[k] for k in ("request_id", "t_s", "function_index", "payload_index")}
+    return {
+        **meta,
+        "arrays": arrays,
+        "timeout_s": float(os.environ.get("SCORETUNE_TIMEOUT_S", "30")),
+        "workers": max(1, int(os.environ.get("SCORETUNE_WORKERS", "1"))),
+        "epoch": float(os.environ.get("SCORETUNE_START_EPOCH", "0") or 0),
+    }
+
+
+def _pack(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan as a message (msgpack carries bytes, not numpy arrays)."""
+    buf = io.BytesIO()
+    np.savez(buf, **plan["arrays"])
+    return {**{k: v for k, v in plan.items() if k != "arrays"}, "arrays": buf.getvalue()}
+
+
+def _unpack(data: dict[str, Any]) -> dict[str, Any]:
+    with np.load(io.BytesIO(data["arrays"])) as arrays:
+        return {**data, "arrays": {k: arrays[k] for k in arrays.files}}
 
 
 def _is_timeout(exc: BaseException | None) -> bool:
@@ -82,7 +112,7 @@ def _header(response, name: str) -> str | None:
         value = headers.get(name)
         if value is None:
             value = headers.get(name.lower())
-    except Exception:  # headers of an ErrorResponse may be a bare object
+    except Exception:  # the headers of an ErrorResponse may be a bare object
         return None
     return None if value is None else str(value)
 
@@ -112,104 +142,104 @@ def _on_request(request_type, name, response_time, response_length, response=Non
     r["cold_start"].append(None if cold is None else cold.strip().lower() == "true")
 
 
-def _write_records() -> None:
-    path = RECORDS_DIR / f"records-{_state['index']}.json"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_records))
+def _write_records(index: int, records: dict[str, list]) -> None:
+    path = RECORDS_DIR / f"records-{index}.json"
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(records))
     os.replace(tmp, path)
-    _state["written"] = True
 
 
 @events.init.add_listener
 def _on_init(environment, **kwargs):
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
-        runner.register_message("scoretune_epoch", lambda msg, **kw: _epoch.set(float(msg.data["epoch"])))
+        runner.register_message("scoretune_plan", lambda msg, **kw: _plan.set(_unpack(msg.data)))
+        return
+    plan = _load_plan()
     if isinstance(runner, MasterRunner):
-        _state["expected"] = WORKERS
 
-        def done(msg, **kw):
+        def records(msg, **kw):
+            _write_records(int(msg.data["index"]), msg.data["records"])
             _state["done_workers"] += 1
-            if _state["done_workers"] >= _state["expected"]:
+            if _state["done_workers"] >= plan["workers"]:
                 gevent.spawn_later(0.1, runner.quit)
 
-        runner.register_message("scoretune_done", done)
+        runner.register_message("scoretune_records", records)
+    _plan.set(plan)
 
 
 @events.test_start.add_listener
 def _on_test_start(environment, **kwargs):
     runner = environment.runner
-    if isinstance(runner, MasterRunner) and FIXED_EPOCH <= 0:
-        epoch = time.time() + EPOCH_LEAD_S
-        runner.send_message("scoretune_epoch", {"epoch": epoch})
+    if isinstance(runner, MasterRunner):
+        plan = _plan.get()
+        if plan["epoch"] <= 0:
+            plan["epoch"] = time.time() + EPOCH_LEAD_S
+        runner.send_message("scoretune_plan", _pack(plan))
 
 
 @events.quitting.add_listener
 def _on_quitting(environment, **kwargs):
-    if not isinstance(environment.runner, MasterRunner) and _records["request_id"] and not _state["written"]:
-        _write_records()
+    # a local run stopped early (run-time limit): keep what was recorded
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner | WorkerRunner) and _records["request_id"] and not _state["written"]:
+        _write_records(0, _records)
 
 
 class ScheduleUser(User):
     """One per load process: dispatches that process's slice of the schedule, open loop."""
 
-    def __init__(self, environment) -> None:
-        super().__init__(environment)
-        meta = json.loads(SCHEDULE.with_suffix(".json").read_text())
-        data = np.load(SCHEDULE)
-        self.functions: list[str] = meta["functions"]
-        self.urls: list[str] = meta["urls"]
-        self.hosts: list[str | None] = meta["hosts"]
-        self.payloads: list[bytes] = [p.encode() for p in meta["payloads"]]
-        self.request_id = data["request_id"]
-        self.t_s = data["t_s"]
-        self.fidx = data["function_index"]
-        self.pidx = data["payload_index"]
-        self.session = FastHttpSession(
-            base_url=None, request_event=environment.events.request, user=None,
-            network_timeout=TIMEOUT_S, connection_timeout=TIMEOUT_S, max_retries=0,
-            concurrency=int(meta.get("concurrency", 1000)), insecure=True,
-        )
-
-    def _fire(self, k: int, epoch: float) -> None:
-        f = int(self.fidx[k])
-        name = self.functions[f]
+    def _fire(self, plan: dict[str, Any], k: int, epoch: float) -> None:
+        a = plan["arrays"]
+        f = int(a["function_index"][k])
+        name = plan["functions"][f]
         headers = {"X-Scoretune-Function": name, "Content-Type": "application/json"}
-        if self.hosts[f]:
-            headers["Host"] = self.hosts[f]
-        ctx = {"request_id": int(self.request_id[k]), "epoch": epoch, "sent": time.time()}
+        if plan["hosts"][f]:
+            headers["Host"] = plan["hosts"][f]
+        ctx = {"request_id": int(a["request_id"][k]), "epoch": epoch, "sent": time.time()}
+        url = plan["urls"][f]
         try:
-            with gevent.Timeout(TIMEOUT_S + 1.0):
-                self.session.request("POST", self.urls[f], name=name, data=self.payloads[int(self.pidx[k])],
+            with gevent.Timeout(plan["timeout_s"] + 1.0):
+                self.session.request("POST", url, name=name, data=self.payloads[int(a["payload_index"][k])],
                                      headers=headers, context=ctx)
         except gevent.Timeout as exc:
             # the whole exchange overran the timeout (a trickling server): Locust never fired, so we do
             events.request.fire(request_type="POST", name=name, response_time=(time.time() - ctx["sent"]) * 1000,
                                 response_length=0, response=None, context=ctx, exception=exc,
-                                start_time=ctx["sent"], url=self.urls[f])
+                                start_time=ctx["sent"], url=url)
 
     @task
     def dispatch(self) -> None:
+        if _state["dispatching"]:  # a second user in this process has nothing to do
+            raise StopUser()
+        _state["dispatching"] = True
         runner = self.environment.runner
-        index = runner.worker_index if isinstance(runner, WorkerRunner) else 0
+        worker = isinstance(runner, WorkerRunner)
+        plan = _plan.get(timeout=120)
+        index = runner.worker_index if worker else 0
         _state["index"] = index
-        epoch = _epoch.get(timeout=120) if (FIXED_EPOCH > 0 or isinstance(runner, WorkerRunner)) else None
-        if epoch is None:
-            epoch = time.time() + 0.25
-            _epoch.set(epoch)
-        mine = np.flatnonzero(self.request_id % WORKERS == index)
+        epoch = plan["epoch"] if plan["epoch"] > 0 else time.time() + 0.25
+        self.payloads = [p.encode() for p in plan["payloads"]]
+        self.session = FastHttpSession(
+            base_url=None, request_event=self.environment.events.request, user=None,
+            network_timeout=plan["timeout_s"], connection_timeout=plan["timeout_s"], max_retries=0,
+            concurrency=int(plan.get("concurrency", 1000)), insecure=True,
+        )
+        a = plan["arrays"]
+        t_s = a["t_s"]
+        mine = np.flatnonzero(a["request_id"] % plan["workers"] == index)
         pool = gevent.pool.Group()
         clock = time.time
         for k in mine:
-            delay = epoch + self.t_s[k] - clock()
+            delay = epoch + t_s[k] - clock()
             if delay > 0:
                 gevent.sleep(delay)
-            pool.spawn(self._fire, int(k), epoch)
-        pool.join(timeout=TIMEOUT_S + 5.0)
-        _write_records()
-        (RECORDS_DIR / f"epoch-{index}.txt").write_text(repr(epoch))
-        if isinstance(runner, WorkerRunner):
-            runner.send_message("scoretune_done", {"index": index})
+            pool.spawn(self._fire, plan, int(k), epoch)
+        pool.join(timeout=plan["timeout_s"] + 5.0)
+        if worker:
+            runner.send_message("scoretune_records", {"index": index, "records": _records})
         else:
+            _write_records(0, _records)
+            _state["written"] = True
             gevent.spawn_later(0.1, runner.quit)
         raise StopUser()

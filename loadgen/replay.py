@@ -140,7 +140,8 @@ def merge_records(workload: Workload, records_dir: Path) -> tuple[pd.DataFrame, 
     return table, int((~seen).sum())
 
 
-def _command(role: str, *, users: int, run_time_s: float, stop_timeout_s: float, port: int, workers: int) -> list[str]:
+def _command(role: str, *, users: int, run_time_s: float, stop_timeout_s: float, port: int, workers: int,
+             bind_host: str = "127.0.0.1") -> list[str]:
     locust = shutil.which("locust", path=str(Path(sys.executable).parent)) or "locust"
     cmd = [locust, "-f", str(LOCUSTFILE), "--headless", "--loglevel", "WARNING"]
     if role == "worker":
@@ -148,7 +149,7 @@ def _command(role: str, *, users: int, run_time_s: float, stop_timeout_s: float,
     cmd += ["-u", str(users), "-r", str(max(users, 1)), "-t", f"{int(np.ceil(run_time_s))}s",
             "--stop-timeout", f"{int(np.ceil(stop_timeout_s))}", "--exit-code-on-error", "0"]
     if role == "master":
-        cmd += ["--master", "--expect-workers", str(workers), "--master-bind-host", "127.0.0.1",
+        cmd += ["--master", "--expect-workers", str(workers), "--master-bind-host", bind_host,
                 "--master-bind-port", str(port)]
     return cmd
 
@@ -164,6 +165,9 @@ def replay(
     host_template: str | None = None,
     concurrency: int = 2000,
     start_epoch: float | None = None,
+    remote_workers: int = 0,
+    master_bind_host: str = "127.0.0.1",
+    master_port: int | None = None,
 ) -> RunResult:
     """Replay ``workload`` open loop against ``targets`` and write a run directory to ``out_dir``.
 
@@ -175,16 +179,23 @@ def replay(
         machine (the same code path as remote workers), worker i taking ``request_id % N == i``.
     info: extra fields for ``summary.json`` (seed, cluster, profile, ...).
     concurrency: connections per target host per load process (open loop needs one per in-flight request).
-    start_epoch: the Unix time of t = 0 (for remote workers with synchronised clocks); by default
-        Locust starts the clock itself once its processes are up, so startup is not counted as lag.
+    start_epoch: the Unix time of t = 0; by default Locust starts the clock itself once its
+        processes are up (the master: one second after the test starts), so startup is not lag.
+    remote_workers: workers on other machines the master also waits for; each runs
+        ``locust -f loadgen/locustfile.py --worker --master-host <this host> --master-port <master_port>``
+        and gets the plan from the master (clocks must be synchronised). Needs ``master_bind_host``
+        set to an address they can reach and a fixed ``master_port``.
 
     Returns the RunResult; a load generator that failed gives ``result.failed`` with the reason in
     ``summary["failure"]`` (never an exception after the schedule was handed to Locust).
     """
     if not (np.isfinite(timeout_s) and timeout_s > 0):
         raise InputError(f"must be > 0, got {timeout_s!r}", field="timeout_s")
-    if workers < 0:
-        raise InputError(f"must be >= 0, got {workers!r}", field="workers")
+    if workers < 0 or remote_workers < 0:
+        raise InputError(f"must be >= 0, got {min(workers, remote_workers)!r}", field="workers")
+    if remote_workers and not master_port:
+        raise InputError("remote workers need a fixed master_port to connect to", field="master_port")
+    total_workers = workers + remote_workers
     out_dir = Path(out_dir)
     work = out_dir / "locust"
     if work.exists():
@@ -199,11 +210,11 @@ def replay(
     env = dict(os.environ)
     env.update(
         SCORETUNE_SCHEDULE=str(schedule), SCORETUNE_RECORDS_DIR=str(work), SCORETUNE_TIMEOUT_S=repr(float(timeout_s)),
-        SCORETUNE_WORKERS=str(max(workers, 1)), SCORETUNE_START_EPOCH=repr(float(start_epoch or 0.0)),
+        SCORETUNE_WORKERS=str(max(total_workers, 1)), SCORETUNE_START_EPOCH=repr(float(start_epoch or 0.0)),
         PYTHONUNBUFFERED="1",
     )
-    port = _free_port()
-    roles = [("local", 1)] if workers == 0 else [("master", workers)] + [("worker", 0)] * workers
+    port = master_port or _free_port()
+    roles = [("local", 1)] if total_workers == 0 else [("master", total_workers)] + [("worker", 0)] * workers
     procs: list[tuple[str, subprocess.Popen]] = []
     failure: str | None = None
     t0 = time.time()
@@ -211,11 +222,11 @@ def replay(
         for i, (role, users) in enumerate(roles):
             log = open(work / f"{role}-{i}.log", "wb")  # noqa: SIM115 - closed with the process below
             cmd = _command(role, users=users, run_time_s=run_time, stop_timeout_s=timeout_s + 10,
-                           port=port, workers=workers)
+                           port=port, workers=total_workers, bind_host=master_bind_host)
             procs.append((role, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)))
             log.close()
         logger.info("replaying %d requests over %.1f s with %s", len(workload), duration,
-                    "1 Locust process" if workers == 0 else f"a master and {workers} workers")
+                    "1 Locust process" if total_workers == 0 else f"a master and {total_workers} workers")
         head = procs[0][1]
         try:
             head.wait(timeout=deadline_s)
@@ -245,6 +256,7 @@ def replay(
             "host_template": host_template,
             "timeout_s": timeout_s,
             "workers": workers,
+            "remote_workers": remote_workers,
             "wall_s": round(time.time() - t0, 3),
             "unreported": unsent,
         },

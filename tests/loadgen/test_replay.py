@@ -117,3 +117,28 @@ def test_distributed_workers_split_the_schedule(tmp_path) -> None:
     ids = [set(json.loads(p.read_text())["request_id"]) for p in records]
     assert len(ids) == 2 and ids[0].isdisjoint(ids[1]) and ids[0] | ids[1] == set(range(21))
     assert {i % 2 for i in ids[0]} == {0} and {i % 2 for i in ids[1]} == {1}
+
+
+@pytest.mark.slow
+def test_a_worker_with_nothing_but_the_master_address_gets_the_plan(tmp_path) -> None:
+    """A 'remote' worker: no schedule file, no SCORETUNE_* variables, another working directory."""
+    import os
+    import subprocess
+    import threading
+
+    port = replay_mod._free_port()
+    wl = make_workload(np.linspace(0.0, 1.0, 10), ["a", "b"] * 5)
+    out: dict = {}
+    with ReplayTestServer() as server:
+        th = threading.Thread(target=lambda: out.setdefault("r", replay(
+            wl, server.url, tmp_path / "run", timeout_s=5.0, workers=1, remote_workers=1, master_port=port)))
+        th.start()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SCORETUNE_")}
+        cmd = replay_mod._command("worker", users=0, run_time_s=0, stop_timeout_s=0, port=port, workers=0)
+        remote = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        th.join(120)
+        remote.wait(30)
+    result = out["r"]
+    assert not result.failed, result.summary.get("failure")
+    assert result.summary["ok"] == 10
+    assert sorted(p.name for p in (tmp_path / "run" / "locust").glob("records-*.json")) == ["records-0.json", "records-1.json"]
