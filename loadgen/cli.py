@@ -228,6 +228,9 @@ def replay_command(
     timeout: float = typer.Option(30.0, "--timeout", help="per-request timeout (s)"),
     workers: int = typer.Option(0, "--workers", help="0: one Locust process; N: a master and N workers"),
     host_template: str | None = typer.Option(None, "--host-template", help='Host header, e.g. "{function}.default.example.com"'),
+    remote_workers: int = typer.Option(0, "--remote-workers", help="workers on other machines the master waits for"),
+    master_bind_host: str = typer.Option("127.0.0.1", "--master-bind-host", help="address the master listens on"),
+    master_port: int | None = typer.Option(None, "--master-port", help="fixed master port (needed by remote workers)"),
 ) -> None:
     """Replay a workload open loop with Locust and record every request."""
     from loadgen.replay import replay
@@ -236,7 +239,8 @@ def replay_command(
         raise InputError("give exactly one of --target URL or --targets MAP", field="--target")
     wl = read_workload(workload)
     result = replay(wl, target if target is not None else parse_targets(targets or ""), out, timeout_s=timeout,
-                    workers=workers, host_template=host_template, info={"workload_file": str(workload)})
+                    workers=workers, host_template=host_template, info={"workload_file": str(workload)},
+                    remote_workers=remote_workers, master_bind_host=master_bind_host, master_port=master_port)
     s = result.summary
     keys = ("count", "ok", "errors", "timeouts", "latency_mean_s", "latency_p50_s", "latency_p95_s", "latency_p99_s",
             "dispatch_lag_p50_s", "dispatch_lag_p99_s", "late_dispatches", "failed")
