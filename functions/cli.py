@@ -218,7 +218,7 @@ def profile_command(
         3, "--samples", min=1, max=100, help="Timed requests per function (after one warm-up)."
     ),
     refit: bool = typer.Option(
-        False, "--refit", help="Also set work.cpu_s, work.memory, work.io_s and cold_start.init_s."
+        False, "--refit", help="Also set work.cpu_s.mean, work.memory, work.io_s and cold_start.init_s."
     ),
     write: bool = typer.Option(
         True, "--write/--dry-run", help="Write the measured block into each spec file."
@@ -226,7 +226,7 @@ def profile_command(
     as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON."),
 ) -> None:
     """Measure each handler's CPU time and peak memory here, one fresh process per function."""
-    from functions.profile import measure, sample_cv, summarize, write_measured
+    from functions.profile import measure, median_io_s, summarize, write_measured
 
     rows = []
     for spec in _specs(names):
@@ -235,13 +235,15 @@ def profile_command(
         if write:
             if spec.path is None:
                 raise FunctionsError(f"{spec.name}: spec has no file to write to")
-            write_measured(spec.path, measured, refit=refit, cpu_cv=sample_cv(m))
+            write_measured(spec.path, measured, refit=refit, io_s=median_io_s(m))
         rows.append(
             {
                 "name": spec.name,
                 "cpu_s_mean": measured.cpu_s_mean,
                 "cpu_s_p95": measured.cpu_s_p95,
                 "wall_s_mean": measured.wall_s_mean,
+                "io_s_p50": round(median_io_s(m), 6),
+                "runqueue_s_mean": round(sum(m.runqueue_s) / len(m.runqueue_s), 6) if m.runqueue_s else 0.0,
                 "spec_cpu_s": spec.work_cpu_s.mean,
                 "peak_memory_bytes": measured.peak_memory_bytes,
                 "baseline_rss_bytes": measured.baseline_rss_bytes,
@@ -255,7 +257,8 @@ def profile_command(
     for r in rows:
         typer.echo(
             f"{r['name']:<14} cpu {r['cpu_s_mean']:.4f} s (p95 {r['cpu_s_p95']:.4f}, spec {r['spec_cpu_s']:.4f})"
-            f"  wall {r['wall_s_mean']:.4f} s  +mem {_mib(r['peak_memory_bytes'])}"
+            f"  wall {r['wall_s_mean']:.4f} s  io {r['io_s_p50']:.4f} s  waited {r['runqueue_s_mean']:.4f} s"
+            f"  +mem {_mib(r['peak_memory_bytes'])}"
             f"  idle rss {_mib(r['baseline_rss_bytes'])}  init {r['init_s']:.3f} s"
         )
     if write:

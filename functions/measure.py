@@ -2,8 +2,8 @@
 
 It imports only what a function instance imports (the runtime, uvicorn, the one handler) so its
 resident set is that of a real instance; the statistics and the spec writing stay in the parent.
-It prints one JSON line: per-sample CPU and wall seconds, the import-and-warm time, the resident
-set of the idle warm instance and the peak resident set.
+It prints one JSON line: per-sample CPU, wall and run-queue seconds, the import-and-warm time (wall,
+and CPU since interpreter start), the resident set of the idle warm instance and the peak.
 """
 
 from __future__ import annotations
@@ -42,6 +42,15 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def runqueue_wait_s() -> float:
+    """Seconds this thread has spent runnable but waiting for a CPU (``/proc/thread-self/schedstat``
+    field 2): time lost to other processes, which is neither the handler's CPU nor its I/O."""
+    try:
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def run(name: str, samples: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Import and warm function ``name``, run one unrecorded request, then ``samples`` timed ones."""
     started = time.perf_counter()
@@ -54,21 +63,25 @@ def run(name: str, samples: int, overrides: dict[str, Any] | None = None) -> dic
     warm = getattr(module, "warm", None)
     if callable(warm):
         warm()
+    init_cpu_s = time.process_time()  # CPU since the interpreter started: imports + warm-up
     init_s = time.perf_counter() - started
     payload = {**config.payload, **(overrides or {})}
     baseline = rss_bytes()
     handler(dict(payload))
-    cpu, wall = [], []
+    cpu, wall, runq = [], [], []
     for _ in range(samples):
-        c0, w0 = time.process_time(), time.perf_counter()
+        q0, c0, w0 = runqueue_wait_s(), time.process_time(), time.perf_counter()
         handler(dict(payload))
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
+        runq.append(runqueue_wait_s() - q0)
     return {
         "name": name,
         "cpu_s": cpu,
         "wall_s": wall,
+        "runqueue_s": runq,
         "init_s": init_s,
+        "init_cpu_s": init_cpu_s,
         "baseline_rss_bytes": baseline,
         "peak_rss_bytes": peak_rss_bytes(),
     }

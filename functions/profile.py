@@ -1,21 +1,26 @@
 """Measuring what each handler really costs on this machine, so the spec's ``work`` distribution
 (which the simulator executes) matches the real function.
 
-Each function is measured in its own fresh interpreter, for honest memory figures (a shared
-process would carry every other handler's imports and high-water mark):
+Each function is measured in its own fresh interpreter (:mod:`functions.measure`), for honest
+memory figures: a shared process would carry every other handler's imports and high-water mark.
 
-1. import the runtime and the handler and run its warm-up — the ``init_s`` a cold start pays
-   after the container starts;
+1. import the runtime and the handler and run its warm-up; ``init_s`` is the CPU time the
+   process has used by then (interpreter start + imports + warm-up), the part of a cold start
+   after the container starts that does not depend on other load;
 2. read the resident set (``baseline_rss_bytes``), then run one unrecorded warm-up request;
 3. run ``samples`` requests at the spec's default payload, each timed with
-   :func:`time.process_time` (CPU of the whole process, so BLAS threads count) and
-   :func:`time.perf_counter` (wall).
+   :func:`time.process_time` (CPU of the whole process, so BLAS threads count),
+   :func:`time.perf_counter` (wall) and the thread's run-queue wait from ``schedstat``.
 
-``peak_memory_bytes`` is the process's peak resident set (``VmHWM``) minus the
-baseline: the memory a request touches beyond an idle warm instance, an upper bound since it
-includes allocator slack. The child pins BLAS/OpenMP to one thread so CPU seconds are seconds
-of one core, the "speed-1.0 core" of the spec. CPU time rather than wall time is the figure the
-simulator needs, and it is also the one that other jobs on a shared machine disturb least.
+``peak_memory_bytes`` is the peak resident set (``VmHWM``) minus the baseline: the memory a
+request touches beyond an idle warm instance, an upper bound since it includes allocator slack.
+The child pins BLAS/OpenMP to one thread, so CPU seconds are seconds of one core, the "speed-1.0
+core" of the spec.
+
+On a shared machine wall time includes waiting for a CPU. The I/O wait of a request is therefore
+taken as wall − CPU − run-queue wait, never as wall − CPU, and the refitted CPU mean is the
+median sample, which a burst of contention moves least. The spread (``cv``) is not refitted:
+a handful of samples cannot estimate it, so it stays as written in the spec.
 """
 
 from __future__ import annotations
@@ -57,10 +62,18 @@ class Measurement:
     init_s: float
     baseline_rss_bytes: int
     peak_rss_bytes: int
+    runqueue_s: tuple[float, ...] = ()
+    init_wall_s: float = 0.0
 
     @property
     def peak_memory_bytes(self) -> int:
         return max(0, self.peak_rss_bytes - self.baseline_rss_bytes)
+
+    @property
+    def io_s(self) -> tuple[float, ...]:
+        """Per-sample time off the CPU and not waiting for one: wall − CPU − run-queue wait."""
+        runq = self.runqueue_s or (0.0,) * len(self.wall_s)
+        return tuple(max(0.0, w - c - q) for w, c, q in zip(self.wall_s, self.cpu_s, runq, strict=True))
 
 
 def machine_description() -> str:
@@ -104,9 +117,11 @@ def measure(
         name=raw["name"],
         cpu_s=tuple(raw["cpu_s"]),
         wall_s=tuple(raw["wall_s"]),
-        init_s=float(raw["init_s"]),
+        init_s=float(raw["init_cpu_s"]),
         baseline_rss_bytes=int(raw["baseline_rss_bytes"]),
         peak_rss_bytes=int(raw["peak_rss_bytes"]),
+        runqueue_s=tuple(raw["runqueue_s"]),
+        init_wall_s=float(raw["init_s"]),
     )
 
 
@@ -133,23 +148,23 @@ def _mib(nbytes: int) -> str:
 
 
 def write_measured(
-    path: Path, measured: MeasuredProfile, *, refit: bool = False, cpu_cv: float | None = None
+    path: Path, measured: MeasuredProfile, *, refit: bool = False, io_s: float | None = None
 ) -> None:
     """Write ``measured`` into the spec file at ``path``, keeping its header comments, key order
-    and quantity spelling. With ``refit`` the spec's ``work`` (CPU mean, and cv when given;
-    memory touched; I/O wait = wall − CPU) and ``cold_start.init_s`` are set from the measurement.
-    The file is re-validated after writing; a spec that no longer parses is restored."""
+    and quantity spelling. With ``refit``, ``work.cpu_s.mean`` becomes the median CPU sample,
+    ``work.memory`` the memory touched, ``work.io_s`` the given I/O wait and
+    ``cold_start.init_s`` the measured initialisation. The file is re-validated after writing;
+    a spec that no longer parses is restored and the error raised."""
     original = path.read_text()
     header = "".join(line for line in original.splitlines(keepends=True) if line.startswith("#"))
     data = yaml.safe_load(original)
     data["measured"] = {k: getattr(measured, k) for k in measured.__dataclass_fields__}
     if refit:
         work = data["work"]
-        work["cpu_s"]["mean"] = round(measured.cpu_s_mean, 4)
-        if cpu_cv is not None and work["cpu_s"].get("distribution", "lognormal") != "constant":
-            work["cpu_s"]["cv"] = round(cpu_cv, 3)
+        work["cpu_s"]["mean"] = round(measured.cpu_s_p50, 4)
         work["memory"] = _mib(measured.peak_memory_bytes)
-        work["io_s"] = round(max(0.0, measured.wall_s_mean - measured.cpu_s_mean), 4)
+        if io_s is not None:
+            work["io_s"] = round(io_s, 4)
         data["cold_start"]["init_s"] = round(measured.init_s, 3)
     path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110))
     try:
@@ -159,9 +174,5 @@ def write_measured(
         raise
 
 
-def sample_cv(m: Measurement) -> float | None:
-    """Coefficient of variation of the CPU samples; None below 3 samples (too few to say)."""
-    if len(m.cpu_s) < 3:
-        return None
-    cpu = np.asarray(m.cpu_s, dtype=float)
-    return float(cpu.std(ddof=1) / cpu.mean()) if cpu.mean() > 0 else 0.0
+def median_io_s(m: Measurement) -> float:
+    return float(np.median(m.io_s)) if m.io_s else 0.0
