@@ -1,0 +1,122 @@
+"""Objectives over the scenario library: a scenario of ``testbed.scenarios`` on the simulator.
+
+Training and evaluation run each profile through the simulator's fast in-memory ``evaluate``
+(no run directory). Within one objective every run uses the same seed, so two runs differ only by
+their profile (common random numbers), and results are memoised by profile: the simulator is
+deterministic given its seed, so a repeated profile costs nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from agent.actions import WeightSetting
+from agent.errors import AgentError
+from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_summary
+from agent.objective import ObjectiveSampler
+
+log = logging.getLogger(__name__)
+
+
+def workload_context(cluster: Any, workload: Any) -> dict[str, float]:
+    """The scenario facts of the full-information observation (never used by the limited one)."""
+    nodes = list(getattr(cluster, "nodes", ()) or ())
+    duration = max(float(workload.duration_s), 1e-9)
+    return {
+        "nodes": float(len(nodes)),
+        "cpu_cores": sum(n.cpu_milli for n in nodes) / 1000.0,
+        "memory_gib": sum(n.memory_bytes for n in nodes) / 2**30,
+        "requests_per_s": len(workload) / duration,
+        "functions": float(len(workload.functions)),
+        "duration_s": float(workload.duration_s),
+    }
+
+
+def _scenarios():
+    from testbed import scenarios
+
+    return scenarios
+
+
+def split_names(split: str) -> list[str]:
+    """The scenario names of a split (``train`` or ``test``)."""
+    mod = _scenarios()
+    names = [s.name for s in mod.scenarios(split)]
+    if not names:
+        raise AgentError(f"split {split!r} has no scenarios")
+    return names
+
+
+def scenario_by_name(name: str) -> Any:
+    return _scenarios().get_scenario(name)
+
+
+@lru_cache(maxsize=32)
+def _materialised(name: str) -> tuple[Any, Any, Any]:
+    """(scenario, ClusterSpec, Workload), built once per process."""
+    from testbed.cluster import load_cluster
+
+    mod = _scenarios()
+    scenario = mod.get_scenario(name)
+    cluster = load_cluster(scenario.cluster)
+    workload = mod.build_workload(scenario)
+    return scenario, cluster, workload
+
+
+class ScenarioObjective:
+    """One scenario on the simulator with one seed; lower is better (seconds)."""
+
+    def __init__(self, scenario: str, seed: int = 0, metric: str = "mean") -> None:
+        self.scenario_name = scenario
+        self.seed = int(seed)
+        self.metric = metric
+        self.name = f"{scenario}@{seed}"
+        self._scenario, self.cluster, self.workload = _materialised(scenario)
+        self._cache: dict[str, float] = {}
+        self.runs = 0
+
+    def __call__(self, setting: WeightSetting) -> float:
+        key = setting.label()
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        from testbed.sim import evaluate
+
+        summary = evaluate(self.cluster, self.workload, setting.to_profile(), seed=self.seed)
+        self.runs += 1
+        timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
+        value = metric_from_summary(summary, self.metric, timeout)
+        value = max(value, 1e-6)
+        self._cache[key] = value
+        return value
+
+    def context(self) -> Mapping[str, float]:
+        return workload_context(self.cluster, self.workload)
+
+
+def scenario_objective(scenario: str, seed: int, metric: str = "mean") -> ScenarioObjective:
+    return ScenarioObjective(scenario, seed, metric)
+
+
+class SplitSampler:
+    """Draws a training objective: a scenario of the split uniformly, and a seed. Picklable, so
+    SubprocVecEnv workers can rebuild it."""
+
+    def __init__(self, split: str, metric: str = "mean", names: Sequence[str] | None = None, seeds: int = 1000) -> None:
+        self.split = split
+        self.metric = metric
+        self.names = list(names) if names else split_names(split)
+        self.seeds = seeds
+
+    def __call__(self, rng: np.random.Generator) -> ScenarioObjective:
+        name = self.names[int(rng.integers(len(self.names)))]
+        return ScenarioObjective(name, seed=int(rng.integers(self.seeds)), metric=self.metric)
+
+
+def split_sampler(split: str, *, metric: str = "mean", names: Sequence[str] | None = None) -> ObjectiveSampler:
+    return SplitSampler(split, metric, names)

@@ -1,0 +1,73 @@
+"""``scoretune tune`` / ``train`` through typer's CliRunner (backend resolution patched to the fixture)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from agent_fixtures import AnalyticBackend, AnalyticObjective, Crash, tiny_workload
+from typer.testing import CliRunner
+
+import agent.backends
+from agent.cli import app
+from agent.tune import read_log
+
+runner = CliRunner()
+
+
+def _said(result) -> str:
+    return result.output + str(result.exception or "")
+
+
+@pytest.fixture
+def fixture_backend(monkeypatch):
+    made = []
+
+    def make_backend(name, cluster, *, seed=0, kube=None):
+        be = AnalyticBackend(AnalyticObjective(seed=3), crash_on_run=made[0] if made and isinstance(made[0], int) else None)
+        made.append(be)
+        return be
+
+    monkeypatch.setattr(agent.backends, "make_backend", make_backend)
+    monkeypatch.setattr(agent.backends, "resolve_workload", lambda workload, seed=0: (tiny_workload(), "lab-small"))
+    return made
+
+
+def test_tune_with_a_baseline_writes_the_experiment(tmp_path, fixture_backend):
+    out = tmp_path / "exp"
+    result = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "tiny", "--method", "hill", "--steps", "4",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Improvement over the default weights" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == "hill" and summary["backend"] == "sim" and summary["steps"] == 4
+    assert summary["cluster"] == "lab-small"
+    assert len(read_log(out)) == 5
+    assert (out / "best-scheduler-config.yaml").exists()
+
+
+def test_tune_resume_continues_from_the_log(tmp_path, fixture_backend):
+    out = tmp_path / "exp"
+    fixture_backend.append(3)  # the first backend crashes on its third run
+    result = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "tiny", "--method", "random",
+                                 "--steps", "4", "--out", str(out)])
+    assert isinstance(result.exception, Crash)
+    assert len(read_log(out)) == 2
+    fixture_backend.clear()
+    result = runner.invoke(app, ["tune", "--resume", str(out)])
+    assert result.exit_code == 0, result.output
+    assert [r.step for r in read_log(out)] == [0, 1, 2, 3, 4]
+
+
+def test_tune_argument_errors_are_one_line(tmp_path, fixture_backend):
+    result = runner.invoke(app, ["tune", "--workload", "tiny", "--steps", "2", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "exactly one of --policy FILE or --method NAME" in _said(result)
+    result = runner.invoke(app, ["tune", "--resume", str(tmp_path / "nowhere")])
+    assert result.exit_code == 1 and "no experiment to resume" in _said(result)
+
+
+def test_train_help_lists_the_dataclass_fields():
+    result = runner.invoke(app, ["train", "--help"])
+    assert result.exit_code == 0
+    for flag in ("--total-timesteps", "--frame-stack", "--reward", "--n-steps", "--ship", "--no-progress-bar"):
+        assert flag in result.output
