@@ -36,7 +36,7 @@ bench: setup
 
 ## tune: the main job, a live tuning experiment on the embedded default with the shipped policy
 tune: setup
-	$(BIN)/scoretune tune --embedded-default --out runs/tune
+	$(BIN)/scoretune tune --embedded-default --out runs/tune --overwrite
 
 ## testbed-up: a real lab from INVENTORY with Ansible, or the embedded lab without one
 testbed-up: setup

@@ -142,6 +142,7 @@ def tune_command(
     max_reruns: int = typer.Option(3, help="Reruns of a void run (unhealthy load generator) before giving up."),
     max_dispatch_lag_s: float = typer.Option(0.5, help="Void a run whose p99 dispatch lag exceeds this (s)."),
     max_late_share: float = typer.Option(0.05, help="Void a run with a larger share of late dispatches."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Delete a previous experiment in --out first."),
     embedded_default: bool = typer.Option(
         False, "--embedded-default",
         help="make tune: the shipped policy on the embedded lab (lab-small, the lab workload), or the simulator if the lab cannot start.",
@@ -169,6 +170,10 @@ def tune_command(
     else:
         if out is None:
             raise AgentError("--out DIR is required (or --resume DIR)")
+        if overwrite and (out / CONFIG_NAME).exists():
+            import shutil
+
+            shutil.rmtree(out)
         if embedded_default:
             policy = policy or SHIPPED_POLICY
             workload = "lab"
