@@ -314,7 +314,7 @@ def fill_nodes(requests: pd.DataFrame, placements: pd.DataFrame) -> pd.DataFrame
             candidates = {n for n in g["node"].to_numpy(dtype=object)[alive] if isinstance(n, str)}
             if len(candidates) == 1:
                 node[i] = candidates.pop()
-    out["node"] = node
+    out["node"] = pd.Series([v if isinstance(v, str) and v else None for v in node], dtype=object, index=out.index)
     return out
 
 

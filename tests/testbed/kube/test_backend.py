@@ -1,0 +1,244 @@
+"""KubeBackend against a fake API server at the HTTP level (fakeapi.py) — a stand-in for the real
+cluster these tests cannot reach: the exact sequence of API calls of apply/reset/run, the rollback
+path, timeouts and API errors with clear messages, and a run recorded as failed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import yaml
+from conftest import make_backend
+from fakeapi import squeeze
+
+from loadgen.workload import make_workload
+from testbed.backend import Backend
+from testbed.errors import ConfigError, TestbedError
+from testbed.kube.backend import KubeBackend, fill_nodes
+from testbed.kube.render import CONFIG_HASH_ANNOTATION, CONFIG_KEY, config_hash, config_text, scheduler_config
+from testbed.scheduler.config import default_profile, profile_from_weights
+
+CM = "/api/v1/namespaces/kube-system/configmaps/scoretune-scheduler-config"
+DEP = "/apis/apps/v1/namespaces/kube-system/deployments/scoretune-scheduler"
+PODS = "/api/v1/namespaces/kube-system/pods"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/scoretune-scheduler"
+FN_PODS = "/api/v1/namespaces/default/pods"
+
+BINPACK = profile_from_weights({"NodeResourcesFit": 5}, strategy="MostAllocated")
+SPREAD = profile_from_weights({"NodeResourcesBalancedAllocation": 7})
+
+
+def _text(profile) -> str:
+    return config_text(scheduler_config(profile))
+
+
+def test_it_is_a_backend(backend):
+    assert isinstance(backend, Backend) and backend.name == "kube"
+
+
+def test_apply_writes_rolls_and_waits_for_the_lease(fake, backend):
+    backend.apply(BINPACK)
+    assert squeeze(fake.calls) == [
+        f"GET {CM}", f"GET {DEP}",
+        f"PATCH {CM}", f"PATCH {DEP}",
+        f"GET {DEP}", f"GET {PODS}",  # the Deployment controller has not observed the change yet
+        f"GET {DEP}", f"GET {PODS}", f"GET {LEASE}",
+    ]
+    (cm_call, cm_body, cm_type), (dep_call, dep_body, _) = fake.bodies
+    assert cm_body == {"data": {CONFIG_KEY: _text(BINPACK)}}
+    assert dep_body == {"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH_ANNOTATION: config_hash(_text(BINPACK))}}}}}
+    assert cm_type == "application/strategic-merge-patch+json"
+    shipped = yaml.safe_load(fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY])
+    assert shipped["profiles"][0]["schedulerName"] == "scoretune-scheduler"
+    assert fake.lease_holder.startswith(f"scoretune-scheduler-{config_hash(_text(BINPACK))[:6]}")
+
+
+def test_applying_the_running_configuration_only_checks_it(fake, backend):
+    backend.apply(BINPACK)
+    fake.calls.clear()
+    backend.apply(BINPACK)
+    # the read of the Deployment for its hash and the first status read collapse into one
+    assert fake.calls == [f"GET {CM}", f"GET {DEP}", f"GET {DEP}", f"GET {PODS}", f"GET {LEASE}"]
+
+
+def test_a_crashing_scheduler_is_rolled_back(fake, backend):
+    backend.apply(BINPACK)
+    good = fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY]
+    fake.outcome = lambda text: "crash" if text == _text(SPREAD) else "ready"
+    fake.calls.clear()
+    with pytest.raises(TestbedError) as err:
+        backend.apply(SPREAD)
+    msg = str(err.value)
+    assert "CrashLoopBackOff" in msg and "couldn't create scheduler: invalid configuration" in msg
+    assert "rolled back" in msg and config_hash(good) in msg
+    assert squeeze(fake.calls) == [
+        f"GET {CM}", f"GET {DEP}",
+        f"PATCH {CM}", f"PATCH {DEP}",
+        f"GET {DEP}", f"GET {PODS}",  # the new pod crash-loops: give up at once
+        f"PATCH {CM}", f"PATCH {DEP}",  # the previous configuration, the previous hash
+        f"GET {DEP}", f"GET {PODS}", f"GET {DEP}", f"GET {PODS}", f"GET {LEASE}",
+    ]
+    assert fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY] == good
+    annotations = fake.deployments["scoretune-scheduler"]["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[CONFIG_HASH_ANNOTATION] == config_hash(good)
+
+
+def test_a_scheduler_that_never_gets_ready_times_out_and_is_rolled_back(fake):
+    backend = make_backend(fake, rollout_s=0.3)
+    fake.outcome = lambda text: "pending" if text == _text(SPREAD) else "ready"
+    with pytest.raises(TestbedError) as err:
+        backend.apply(SPREAD)
+    msg = str(err.value)
+    assert msg.startswith("timed out after 0 s waiting for 1 old replica(s) to terminate (Deployment "
+                          "kube-system/scoretune-scheduler, the new configuration ")
+    assert "rolled back" in msg
+    calls = squeeze(fake.calls)
+    assert calls[:4] == [f"GET {CM}", f"GET {DEP}", f"PATCH {CM}", f"PATCH {DEP}"]
+    assert calls[-7:] == [f"PATCH {CM}", f"PATCH {DEP}", f"GET {DEP}", f"GET {PODS}", f"GET {DEP}", f"GET {PODS}",
+                          f"GET {LEASE}"]
+    backend.close()
+
+
+def test_a_failed_rollback_says_both(fake, backend):
+    backend.apply(BINPACK)
+    fake.outcome = lambda text: "crash"
+    with pytest.raises(TestbedError, match="rolling back to the previous configuration also failed: scheduler pod"):
+        backend.apply(SPREAD)
+
+
+def test_an_invalid_profile_never_reaches_the_cluster(fake, backend):
+    bad = dataclasses.replace(BINPACK, percentage_of_nodes_to_score=150)
+    with pytest.raises(ConfigError, match="percentageOfNodesToScore"):
+        backend.apply(bad)
+    assert fake.calls == []
+
+
+def test_a_missing_scheduler_says_what_is_missing(fake, backend):
+    fake.configmaps.clear()
+    with pytest.raises(TestbedError, match=r"^Kubernetes API: reading ConfigMap kube-system/scoretune-scheduler-config "
+                                           r'failed: 404 Not Found: configmaps "scoretune-scheduler-config" not found$'):
+        backend.apply(BINPACK)
+
+
+def test_an_api_error_names_the_call(fake, backend):
+    fake.fail_paths[DEP] = (403, 'deployments.apps "scoretune-scheduler" is forbidden: User "lab" cannot get')
+    with pytest.raises(TestbedError, match=r"reading Deployment kube-system/scoretune-scheduler failed: 403 Forbidden: "
+                                           r'deployments.apps "scoretune-scheduler" is forbidden'):
+        backend.apply(BINPACK)
+
+
+def test_an_unreachable_api_server_names_the_address(fake):
+    backend = make_backend(fake, api_s=2.0)
+    fake.stop()
+    with pytest.raises(TestbedError, match=rf"^Kubernetes API at {fake.url}: reading ConfigMap"):
+        backend.apply(BINPACK)
+
+
+def test_reset_waits_until_no_function_pod_remains(fake, backend):
+    fake.add_function_pod("fn-a")
+    fake.add_function_pod("fn-b")
+    fake.drain_after = 3
+    backend.reset()
+    assert squeeze(fake.calls) == [f"GET {FN_PODS}"]
+    assert fake.function_lists == 3 and not fake._function_pods(None)
+
+
+def test_reset_times_out_naming_the_pods(fake):
+    backend = make_backend(fake, drain_s=0.2)
+    name = fake.add_function_pod("fn-a")
+    with pytest.raises(TestbedError, match=rf"scale to zero; 1 pod\(s\) remain: {name} \(fn-a\)$"):
+        backend.reset()
+
+
+def _workload(n: int = 20, duration_s: float = 2.0):
+    return make_workload(np.linspace(0.0, duration_s, n), ["fn-a", "fn-b"] * (n // 2), metadata={"name": "smoke"})
+
+
+def test_run_replays_and_records_placements(fake, backend, tmp_path):
+    """Real Locust replay against the fake's ingress; pods come and go through the watch."""
+    backend.apply(BINPACK)
+    fake.calls.clear()
+    result = backend.run(_workload(), tmp_path / "run", seed=7)
+    assert not result.failed, result.summary.get("failure")
+    calls = squeeze(fake.calls)
+    assert calls[:5] == [
+        "GET /api/v1/nodes",
+        "GET /apis/serving.knative.dev/v1/namespaces/default/services/fn-a",
+        "GET /apis/serving.knative.dev/v1/namespaces/default/services/fn-b",
+        f"GET {FN_PODS}",
+        f"GET {FN_PODS} watch",
+    ]
+    assert set(calls[5:]) <= {f"GET {FN_PODS} watch"}
+    assert fake.ingress_requests == {"fn-a": 10, "fn-b": 10}
+    req = result.requests
+    assert (req["status"] == "ok").all()
+    assert dict(zip(req["function"], req["node"], strict=True)) == {"fn-a": "node-1", "fn-b": "node-2"}
+    assert int(req["cold_start"].sum()) == 2
+    pl = result.placements.sort_values("function")
+    assert pl["function"].tolist() == ["fn-a", "fn-b"] and pl["node"].tolist() == ["node-1", "node-2"]
+    assert (pl["created_s"] > -2.0).all() and (pl["created_s"] < 3.0).all()
+    assert (pl["scheduled_s"] >= pl["created_s"]).all() and (pl["ready_s"] >= pl["scheduled_s"]).all()
+    assert pl["start_s"].tolist() == [2.0, 2.0] and pl["init_s"].tolist() == [1.0, 1.0]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["backend"] == "kube" and summary["seed"] == 7 and summary["failed"] is False
+    assert summary["scheduler"]["config_hash"] == config_hash(_text(BINPACK))
+    assert summary["profile"]["NodeResourcesFit"] == 5
+    assert summary["placements"] == {"pods": 2, "nodes": ["node-1", "node-2"]}
+    assert summary["backend_replay"]["host_template"] == "{function}.default.example.com"
+
+
+def test_a_service_that_is_not_ready_fails_the_run(fake, backend, tmp_path):
+    fake.services["fn-b"]["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "RevisionMissing", "message": "Revision fn-b-00001 failed"}]
+    result = backend.run(_workload(), tmp_path / "run")
+    assert result.failed
+    assert result.summary["failure"] == "Knative Service default/fn-b is not Ready: Revision fn-b-00001 failed"
+    assert len(result.requests) == 20 and (result.requests["status"] == "error").all()
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["failed"] is True
+
+
+def test_a_function_that_is_not_deployed_fails_the_run(fake, backend, tmp_path):
+    workload = make_workload([0.0, 0.5], ["fn-a", "fn-zz"])
+    result = backend.run(workload, tmp_path / "run")
+    assert result.failed and "fn-zz" in result.summary["failure"]
+    assert fake.calls == []
+
+
+def test_functions_are_discovered_when_not_given(fake, tmp_path):
+    backend = make_backend(fake)
+    backend.functions = None
+    fake.add_function_pod("fn-a")
+    fake.drain_after = 1
+    backend.reset()
+    assert squeeze(fake.calls) == ["GET /apis/serving.knative.dev/v1/namespaces/default/services", f"GET {FN_PODS}"]
+
+
+def test_fill_nodes_maps_pod_names_and_single_node_functions():
+    import pandas as pd
+
+    requests = pd.DataFrame({
+        "function": ["a", "a", "b", "b"], "sent_s": [1.0, 2.0, 1.0, 5.0], "finished_s": [1.5, 2.5, 1.5, 5.5],
+        "node": [None, "a-pod-1", None, None]})
+    placements = pd.DataFrame({
+        "pod": ["a-pod-1", "b-pod-1", "b-pod-2"], "function": ["a", "b", "b"], "node": ["n1", "n1", "n2"],
+        "created_s": [0.0, 0.0, 4.0], "deleted_s": [np.nan, 3.0, np.nan]})
+    out = fill_nodes(requests, placements)
+    # a: one pod on n1; b at 1 s: only b-pod-1 (n1) alive; b at 5 s: only b-pod-2 (n2)
+    assert out["node"].tolist() == ["n1", "n1", "n1", "n2"]
+    placements.loc[2, "created_s"] = 0.0
+    placements.loc[1, "deleted_s"] = np.nan
+    assert fill_nodes(requests, placements)["node"].tolist()[2:] == [None, None]  # two nodes: unknown
+
+
+def test_no_kubeconfig_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    missing = tmp_path / "nope.conf"
+    with pytest.raises(TestbedError, match=f"cannot load a Kubernetes client configuration from {missing}"):
+        KubeBackend(kubeconfig=str(missing))
+
+
+def test_default_profile_renders_for_the_second_scheduler():
+    doc = scheduler_config(default_profile())
+    assert [p["schedulerName"] for p in doc["profiles"]] == ["scoretune-scheduler"]

@@ -1,0 +1,228 @@
+"""The lab's rendered objects: golden files, Kubernetes 1.36 schemas, Knative's Service schema, and
+the round trip of the KubeSchedulerConfiguration through the scheduler package.
+
+Golden files live in golden/; after an intended change regenerate them with
+``SCORETUNE_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/testbed/kube/test_render.py`` and review
+the diff.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from agent.cli import app
+from functions.knative_validation import validate_service
+from functions.spec import discover_specs
+from testbed.errors import ConfigError
+from testbed.kube import render
+from testbed.kube.render import (
+    CONFIG_HASH_ANNOTATION,
+    CONFIG_KEY,
+    RENDER_LAYOUT,
+    SchedulerSettings,
+    config_hash,
+    lab_documents,
+    scheduler_config,
+    write_documents,
+)
+from testbed.kube.versions import KUBE_SCHEDULER_IMAGE, KUBERNETES_VERSION
+from testbed.scheduler.config import parse_config, profile_from_weights
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE / "golden"
+KNATIVE_SCHEMA = json.loads((HERE / "schemas" / "knative-service-v1.json").read_text())
+GOLDEN_FUNCTIONS = ("float-ops", "thumbnailer")
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return profile_from_weights({"NodeResourcesFit": 5, "ImageLocality": 3, "NodeResourcesBalancedAllocation": None},
+                                strategy="MostAllocated")
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return discover_specs()
+
+
+@pytest.fixture(scope="module")
+def documents(profile, specs):
+    return lab_documents(profile, list(specs.values()))
+
+
+def _k8s_objects(documents):
+    for rel, objects in documents.items():
+        if rel in ("functions/services.yaml", "openwhisk/invoker-patch.yaml"):
+            continue
+        yield from ((rel, o) for o in objects)
+
+
+def test_layout_is_what_is_written(documents, tmp_path):
+    assert set(documents) == set(RENDER_LAYOUT)
+    result = write_documents(documents, tmp_path)
+    assert sorted(result["written"]) == sorted(RENDER_LAYOUT) and result["unchanged"] == []
+    again = write_documents(documents, tmp_path)
+    assert again["written"] == [] and sorted(again["unchanged"]) == sorted(RENDER_LAYOUT)
+
+
+@pytest.mark.parametrize("rel", sorted(set(RENDER_LAYOUT) - {"functions/services.yaml"}))
+def test_golden(documents, rel):
+    text = render.dump_all(documents[rel])
+    path = GOLDEN / rel
+    if os.environ.get("SCORETUNE_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{rel} differs from its golden file (see the module docstring)"
+
+
+def test_golden_services(profile, specs):
+    docs = lab_documents(profile, [specs[n] for n in GOLDEN_FUNCTIONS])
+    text = render.dump_all(docs["functions/services.yaml"])
+    path = GOLDEN / "functions" / "services.yaml"
+    if os.environ.get("SCORETUNE_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_every_object_passes_the_kubernetes_schema(documents):
+    checked = 0
+    for _rel, obj in _k8s_objects(documents):
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        checked += 1
+    kinds = sorted({o["kind"] for _, o in _k8s_objects(documents)})
+    assert kinds == ["ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "RoleBinding", "ServiceAccount"]
+    assert checked == 11
+
+
+def test_the_schema_check_rejects_a_misspelt_field(documents):
+    dep = copy.deepcopy(documents["scheduler/deployment.yaml"][0])
+    dep["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = dep["spec"]["template"]["spec"]["containers"][0].pop("readinessProbe")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(dep, KUBERNETES_VERSION, strict=True)
+
+
+def test_openwhisk_objects_pass_the_pod_schema(documents):
+    """The pod template, completed as WhiskPodBuilder completes it, and the invoker patch's pod
+    spec (mounted into a Pod with the chart's container name) are valid Kubernetes 1.36 pods."""
+    template = yaml.safe_load(documents["openwhisk/pod-template.yaml"][0]["data"]["pod-template.yaml"])
+    pod = copy.deepcopy(template)
+    pod["metadata"]["name"] = "wskowdev-invoker-00-1-guest-hello"
+    pod["spec"]["containers"] = [{"name": "user-action", "image": "openwhisk/action-python-v3.11"}]
+    kubernetes_validate.validate(pod, KUBERNETES_VERSION, strict=True)
+    assert pod["spec"]["schedulerName"] == "scoretune-scheduler"
+    patch = documents["openwhisk/invoker-patch.yaml"][0]
+    spec = copy.deepcopy(patch["spec"]["template"]["spec"])
+    spec["containers"][0]["image"] = "openwhisk/invoker"
+    kubernetes_validate.validate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "invoker"}, "spec": spec},
+                                 KUBERNETES_VERSION, strict=True)
+    env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
+    assert env["CONFIG_whisk_kubernetes_podTemplate"] == "file:/etc/scoretune/pod-template.yaml"
+    assert patch["metadata"]["name"] == "owdev-invoker" and spec["containers"][0]["name"] == "invoker"
+
+
+def test_services_pass_knatives_schema_and_webhook_rules(documents, specs):
+    services = documents["functions/services.yaml"]
+    assert sorted(s["metadata"]["name"] for s in services) == sorted(specs)
+    validator = jsonschema.Draft7Validator(KNATIVE_SCHEMA)
+    for svc in services:
+        assert [e.message for e in validator.iter_errors(svc)] == []
+        assert validate_service(svc) == []
+        pod = svc["spec"]["template"]["spec"]
+        assert pod["schedulerName"] == "scoretune-scheduler"
+        env = pod["containers"][0]["env"]
+        assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in env
+
+
+def test_knatives_schema_rejects_a_wrong_type(documents):
+    svc = copy.deepcopy(documents["functions/services.yaml"][0])
+    svc["spec"]["template"]["spec"]["containerConcurrency"] = "ten"
+    assert list(jsonschema.Draft7Validator(KNATIVE_SCHEMA).iter_errors(svc))
+
+
+def test_registry_moves_every_image(profile, specs):
+    docs = lab_documents(profile, list(specs.values()), registry="10.0.0.5:5000/lab")
+    images = [s["spec"]["template"]["spec"]["containers"][0]["image"] for s in docs["functions/services.yaml"]]
+    assert all(i.startswith("10.0.0.5:5000/lab/fn-") for i in images)
+
+
+def test_configuration_round_trips_through_the_scheduler_package(documents, profile):
+    text = documents["scheduler/configmap.yaml"][0]["data"][CONFIG_KEY]
+    doc = yaml.safe_load(text)
+    assert [p["schedulerName"] for p in doc["profiles"]] == ["scoretune-scheduler"]
+    assert doc["leaderElection"] == {"leaderElect": True, "resourceLock": "leases",
+                                     "resourceName": "scoretune-scheduler", "resourceNamespace": "kube-system"}
+    back = parse_config(doc).profile("scoretune-scheduler")
+    assert back.score_weights == profile.score_weights
+    assert back.fit == profile.fit
+    assert back.weight("NodeResourcesBalancedAllocation") is None
+
+
+def test_deployment_follows_the_multiple_schedulers_guide(documents):
+    cm = documents["scheduler/configmap.yaml"][0]
+    dep = documents["scheduler/deployment.yaml"][0]
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["image"] == KUBE_SCHEDULER_IMAGE == f"registry.k8s.io/kube-scheduler:v{KUBERNETES_VERSION}"
+    assert c["command"][:2] == ["/usr/local/bin/kube-scheduler", "--config=/etc/kubernetes/scoretune-scheduler/config.yaml"]
+    for probe in (c["livenessProbe"], c["readinessProbe"]):
+        assert probe["httpGet"] == {"path": "/healthz", "port": 10259, "scheme": "HTTPS"}
+    assert pod["volumes"][0]["configMap"]["name"] == cm["metadata"]["name"]
+    assert c["volumeMounts"][0]["mountPath"] == "/etc/kubernetes/scoretune-scheduler"
+    assert dep["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] == config_hash(cm["data"][CONFIG_KEY])
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+
+
+def test_rbac_binds_the_upstream_roles(documents):
+    objs = documents["scheduler/rbac.yaml"]
+    refs = sorted((o["kind"], o["roleRef"]["name"]) for o in objs if "roleRef" in o)
+    assert refs == [
+        ("ClusterRoleBinding", "system:kube-scheduler"),
+        ("ClusterRoleBinding", "system:volume-scheduler"),
+        ("RoleBinding", "extension-apiserver-authentication-reader"),
+        ("RoleBinding", "scoretune-scheduler-leader-election"),
+    ]
+    role = next(o for o in objs if o["kind"] == "Role")
+    assert role["rules"][1]["resourceNames"] == ["scoretune-scheduler"]
+
+
+def test_an_invalid_profile_is_rejected_before_rendering(profile):
+    import dataclasses
+
+    bad = dataclasses.replace(profile, percentage_of_nodes_to_score=150)
+    with pytest.raises(ConfigError, match="percentageOfNodesToScore"):
+        scheduler_config(bad)
+
+
+def test_the_default_scheduler_name_is_refused():
+    with pytest.raises(ConfigError, match="default-scheduler"):
+        SchedulerSettings(scheduler_name="default-scheduler")
+
+
+def test_cli_render_prints_what_changed(tmp_path):
+    runner = CliRunner()
+    args = ["kube", "render", "--out", str(tmp_path), "--weights", "NodeResourcesFit=5", "--functions", "float-ops"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output.strip().splitlines()[-1])["changed"] is True
+    second = runner.invoke(app, args)
+    assert json.loads(second.output.strip().splitlines()[-1]) == {
+        "changed": False, "unchanged": sorted(RENDER_LAYOUT, key=list(RENDER_LAYOUT).index), "written": []}
+    services = list(yaml.safe_load_all((tmp_path / "functions" / "services.yaml").read_text()))
+    assert [s["metadata"]["name"] for s in services] == ["float-ops"]
+
+
+def test_cli_render_errors_name_the_option(tmp_path):
+    result = CliRunner().invoke(app, ["kube", "render", "--out", str(tmp_path), "--functions", "nope"])
+    assert result.exit_code == 1
+    message = result.output + str(result.exception)  # typer prints the error through its own console
+    assert "field --functions: unknown function(s) ['nope']" in message
