@@ -7,7 +7,9 @@ its only client) and runs each instance as a real ``python -m functions.runtime`
   cached first waits ``image size / the node's pull bandwidth`` (pulls are serialised per node,
   as kubelet's ``serializeImagePulls`` default does), then the image is cached;
 - **CPU**: the node's capacity and speed are enforced by :mod:`testbed.local.cpu` (a cgroup quota
-  per node and per instance, or the duty-cycle limiter);
+  per node and per instance, or the duty-cycle limiter). An instance joins its quota group once it
+  is ready: process start-up is a cold-start part with its own measured time (``start_s``,
+  ``init_s``, as the simulator models it), the requests' work is what the node's capacity limits;
 - **memory**: every 0.25 s the agent reads each instance's resident set; an instance above its
   memory limit is killed (as the kernel's OOM killer would kill the container), and when the
   node's total goes above the node's memory the largest instance is killed;
@@ -56,15 +58,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _child_setup(cgroup_procs: str | None) -> None:
-    """Runs in the instance process before exec: die with the agent, join the instance cgroup."""
+def _child_setup() -> None:
+    """Runs in the instance process before exec: die with the agent (``PR_SET_PDEATHSIG``)."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() == 1:  # the agent died between fork and prctl
         os._exit(1)
-    if cgroup_procs:
-        with open(cgroup_procs, "w") as f:
-            f.write(f"{os.getpid()}\n")
 
 
 @dataclass
@@ -156,7 +155,6 @@ class NodeAgent:
             "PORT": str(inst.port),
             "PYTHONUNBUFFERED": "1",
         }
-        attach = self.limiter.attach_path(inst.group)
         logf = open(self.state.log_path(f"instance-{iid}"), "ab")
         t_spawn = time.monotonic()
         inst.state = "starting"
@@ -166,18 +164,19 @@ class NodeAgent:
             stdin=subprocess.DEVNULL,
             stdout=logf,
             stderr=subprocess.STDOUT,
-            preexec_fn=lambda: _child_setup(attach),
+            preexec_fn=_child_setup,
             close_fds=True,
         )
         logf.close()
         self.state.add_proc(record_for("instance", iid, inst.proc.pid))
-        if attach is None:
-            self.limiter.add(inst.group, inst.proc.pid)
         ok, phase = await self._wait_ready(inst, t_spawn)
         if not ok:
             reason = inst.exit_reason or phase
             await self.stop_instance(iid, reason=reason)
             return {"id": iid, "ok": False, "error": f"instance did not become ready: {reason}"}
+        # Start-up ran outside the node's quota (the simulator's start/init times are fixed, not
+        # CPU work on the node); from now on the instance's work runs under it.
+        self.limiter.add(inst.group, inst.proc.pid)
         inst.state = "ready"
         return {
             "id": iid,

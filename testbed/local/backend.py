@@ -84,7 +84,12 @@ class LocalBackend:
 
     def validate(self, workload: Workload) -> None:
         """Raise InputError before any load if the workload cannot run on this lab."""
-        problems = self.client.validate(workload.functions)
+        from functions.spec import discover_specs
+        from testbed.local.placement import workload_problems
+        from testbed.scheduler.config import default_profile
+
+        profile = self.profile if self.profile is not None else default_profile()
+        problems = workload_problems(self.cluster, discover_specs(), workload.functions, profile)
         if problems:
             raise InputError("; ".join(problems), file=workload.metadata.get("file", workload.name), field="function")
 

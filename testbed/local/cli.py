@@ -54,6 +54,7 @@ def status_cmd(
         alive = [p for p in procs if p["alive"]]
         c.print(f"no lab running in {st['state_dir']}" + (f" ({len(alive)} leftover process(es); run `testbed down`)" if alive else ""))
         raise typer.Exit(1 if alive else 0)
+    from rich.markup import escape
     from rich.table import Table
 
     c.print(f"[bold]lab {st.get('cluster')}[/bold] at {st['url']} -- {st['cpu']['notice']}")
@@ -62,7 +63,7 @@ def status_cmd(
     nodes = Table("node", "ready", "cpu", "memory", "speed", "images", "instances")
     by_node: dict[str, list[str]] = {}
     for inst in st["instances"]:
-        by_node.setdefault(inst["node"] or "(pending)", []).append(f"{inst['pod']} [{inst['state']}]")
+        by_node.setdefault(inst["node"] or "(pending)", []).append(escape(f"{inst['pod']} [{inst['state']}]"))
     for n in st["nodes"]:
         nodes.add_row(
             n["name"], "yes" if n["ready"] else "[red]NO[/red]", f"{n['cpu_milli']}m", f"{n['memory_bytes'] // 2**20}Mi",

@@ -18,7 +18,7 @@ control path, so the metrics the autoscaler reads are exactly the concurrency th
   their in-flight requests fail, and the scheduler no longer places there.
 
 Control API under ``/_lab/``: ``status``, ``profile`` (POST a KubeSchedulerConfiguration),
-``reset``, ``run/begin``, ``run/end`` (placements and events since begin), ``validate``.
+``reset``, ``run/begin``, ``run/end`` (placements and events since begin).
 
 Entry point: ``python -m testbed.local.controller --state-dir DIR``.
 """
@@ -453,23 +453,6 @@ class Controller:
             t0 = float(body.get("t0", t0))
             events = [{**e, "t_s": e["t_s"] - t0} for e in self.events]
             return web.json_response({"placements": self.placements(t0), "events": events})
-
-        @routes.post("/_lab/validate")
-        async def validate(request: web.Request) -> web.Response:
-            body = await request.json()
-            problems = []
-            for name in body.get("functions", []):
-                spec = self.specs.get(name)
-                if spec is None:
-                    problems.append(f"unknown function {name!r}; known: {', '.join(sorted(self.specs))}")
-                    continue
-                pod = revision_pod_object(spec, f"{name}-probe", self.placer.profile.scheduler_name)
-                if not self.placer.fits_somewhere(pod):
-                    problems.append(
-                        f"function {name!r} (cpu request {spec.cpu_request_milli}m, memory request "
-                        f"{spec.memory_request_bytes} bytes) fits on no node of cluster {self.cluster.name!r}"
-                    )
-            return web.json_response({"problems": problems})
 
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.add_routes(routes)

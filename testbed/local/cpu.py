@@ -159,9 +159,6 @@ class Limiter(Protocol):
 
     def create(self, name: str, quota_milli: int, parent: str | None = None) -> str: ...
 
-    def attach_path(self, group: str) -> str | None:
-        """The file a child writes its own pid to before exec (cgroup modes), or None."""
-
     def add(self, group: str, pid: int) -> None: ...
 
     def remove(self, group: str) -> None: ...
@@ -209,9 +206,6 @@ class CgroupLimiter:
             (path / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
             (path / "cpu.cfs_quota_us").write_text(f"{quota_us}\n")
         return group
-
-    def attach_path(self, group: str) -> str | None:
-        return str(self._path(group) / "cgroup.procs")
 
     def add(self, group: str, pid: int) -> None:
         try:
@@ -272,9 +266,6 @@ class DutyCycleLimiter:
         with self._lock:
             self._groups[group] = {"quota": quota_milli / 1000.0, "parent": parent, "procs": {}, "stopped": False}
         return group
-
-    def attach_path(self, group: str) -> str | None:
-        return None
 
     def add(self, group: str, pid: int) -> None:
         try:

@@ -115,9 +115,6 @@ class LabClient:
     def end_run(self, t0: float) -> dict[str, Any]:
         return self._call("POST", "run/end", {"t0": t0})
 
-    def validate(self, functions: list[str]) -> list[str]:
-        return list(self._call("POST", "validate", {"functions": functions})["problems"])
-
     def close(self) -> None:
         self._http.close()
 

@@ -115,3 +115,24 @@ class Placer:
     def set_ready(self, node: str, ready: bool) -> None:
         self.ready[node] = ready
         self.scheduler.set_node_ready(self.names.index(node), ready)
+
+
+def workload_problems(cluster: ClusterSpec, specs: dict[str, FunctionSpec], functions: list[str], profile: Profile) -> list[str]:
+    """Why a workload over ``functions`` cannot run on ``cluster`` (empty if it can): a function
+    that is not in the suite, or whose pod fits on no node even when the cluster is empty."""
+    problems = []
+    placer: Placer | None = None
+    for name in functions:
+        spec = specs.get(name)
+        if spec is None:
+            problems.append(f"unknown function {name!r}; known: {', '.join(sorted(specs))}")
+            continue
+        placer = placer or Placer(cluster, specs, profile)
+        pod = revision_pod_object(spec, f"{name}-probe", profile.scheduler_name)
+        if not placer.fits_somewhere(pod):
+            problems.append(
+                f"function {name!r} (cpu request {spec.cpu_request_milli}m + queue-proxy, memory request "
+                f"{spec.memory_request_bytes} bytes) fits on no node of cluster {cluster.name!r}"
+            )
+    return problems
+

@@ -1,0 +1,103 @@
+"""The embedded lab end to end: up -> a 10 s workload through real HTTP and Locust -> down, the
+CLI's up/status/down, and the clear errors before any load starts."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from agent.cli import app
+from loadgen.workload import make_workload
+from testbed.cluster import parse_cluster
+from testbed.errors import InputError, TestbedError
+from testbed.local import lab as labmod
+from testbed.local.backend import LocalBackend
+from testbed.local.state import LabState
+
+pytestmark = pytest.mark.lab
+
+
+def _workload(duration_s: float = 10.0, rate: float = 4.0, functions=("float-ops", "dynamic-html"), seed: int = 1):
+    rng = np.random.default_rng(seed)
+    n = int(duration_s * rate)
+    t = np.sort(rng.uniform(0.0, duration_s, n))
+    return make_workload(t, [functions[i % len(functions)] for i in range(n)], metadata={"name": "test"})
+
+
+def test_up_run_down_leaves_nothing(cluster_file, state_dir):
+    wl = _workload()
+    backend = LocalBackend(cluster_file, state_dir=state_dir)
+    try:
+        backend.reset()
+        result = backend.run(wl, state_dir.parent / "run")
+    finally:
+        backend.close()
+    s = result.summary
+    assert s["count"] == len(wl) == s["ok"] + s["errors"] + s["timeouts"]
+    assert s["ok"] == len(wl), s
+    assert not result.failed
+    req, pl = result.requests, result.placements
+    # every request was served on a node that has a placement of its function
+    placed = {(f, n) for f, n in zip(pl["function"], pl["node"], strict=True)}
+    assert set(zip(req["function"], req["node"], strict=True)) <= placed
+    # both functions start at zero, so each had at least one cold start, reported per request
+    assert set(req.loc[req["cold_start"].astype(bool), "function"]) == {"float-ops", "dynamic-html"}
+    # the slow node had no image cached: an instance placed there waited for the pull
+    slow = pl[pl["node"] == "slow-0"]
+    assert (slow["image_pull_s"].dropna() > 0).all()
+    assert (pl["ready_s"].dropna() >= pl["scheduled_s"].dropna().min()).all()
+    assert s["cluster"] == "test-lab" and s["backend"] == "local"
+    assert not LabState(state_dir).live_procs()
+
+
+def test_cli_up_status_down(cluster_file, state_dir):
+    runner = CliRunner()
+    up = runner.invoke(app, ["testbed", "up", "--cluster", str(cluster_file), "--port", "0", "--state-dir", str(state_dir)])
+    assert up.exit_code == 0, up.output
+    assert "notice: node CPU capacity is enforced with" in up.output
+    st = runner.invoke(app, ["testbed", "status", "--json", "--state-dir", str(state_dir)])
+    assert st.exit_code == 0, st.output
+    data = json.loads(st.output)
+    assert data["running"] and [n["name"] for n in data["nodes"]] == ["fast-0", "slow-0"]
+    assert {p["role"] for p in data["processes"]} == {"controller", "agent"}
+    again = runner.invoke(app, ["testbed", "up", "--cluster", str(cluster_file), "--port", "0", "--state-dir", str(state_dir)])
+    assert again.exit_code == 1 and "already running" in str(again.exception)
+    recorded = LabState(state_dir).procs()
+    down = runner.invoke(app, ["testbed", "down", "--state-dir", str(state_dir)])
+    assert down.exit_code == 0 and "stopped 1 controller, 2 agent(s)" in down.output
+    assert not any(r.alive() for r in recorded)
+    gone = runner.invoke(app, ["testbed", "status", "--state-dir", str(state_dir)])
+    assert "no lab running" in gone.output
+
+
+def test_taken_port_is_a_clear_error_before_anything_starts(cluster_file, state_dir):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(TestbedError, match=f"port {port} on 127.0.0.1 is already in use"):
+            labmod.up(cluster_file, state_dir=state_dir, port=port)
+    assert LabState(state_dir).procs() == []
+
+
+def test_bad_workloads_fail_before_load(cluster_file, state_dir, tmp_path):
+    tiny = parse_cluster({"name": "tiny", "groups": [{"name": "n", "cpu": "200m", "memory": "1Gi"}]})
+    backend = LocalBackend(tiny, state_dir=state_dir)
+    try:
+        with pytest.raises(InputError, match="unknown function 'no-such-fn'"):
+            backend.run(_workload(functions=("float-ops", "no-such-fn")), tmp_path / "r1")
+        with pytest.raises(InputError, match="'float-ops' .* fits on no node of cluster 'tiny'"):
+            backend.run(_workload(functions=("float-ops",)), tmp_path / "r2")
+        assert not (tmp_path / "r1" / "requests.parquet").exists()
+    finally:
+        backend.close()
+
+
+def test_unschedulable_cluster_is_rejected_at_up(state_dir):
+    spec = parse_cluster({"name": "cordoned", "groups": [{"name": "n", "cpu": "1", "memory": "1Gi", "unschedulable": True}]})
+    with pytest.raises(InputError, match="every node is unschedulable"):
+        labmod.up(spec, state_dir=state_dir, port=0)
