@@ -467,23 +467,40 @@ class RevisionAutoscaler:
         now: float = 0.0,
         at_zero: bool = True,
         ready_pods: int = 0,
+        steady_pods: int | None = None,
         algorithm: Literal["linear", "weightedExponential"] = "linear",
     ) -> None:
+        """``at_zero``: an idle revision sitting at zero; ``at_zero=False``: a revision just created
+        with ``ready_pods`` ready (the decider starts in panic if more than one);
+        ``steady_pods=n``: a revision that has run at ``n`` pods for longer than a stable window
+        (Active, initialised, last decision n, no panic), e.g. one kept up by min-scale."""
         self.config = config or AutoscalerConfig()
         self.decider_spec = resolve_decider_spec(spec, self.config)
         self.collector = MetricCollector(
             spec.autoscaling.stable_window_s, spec.autoscaling.panic_window_percentage, algorithm=algorithm
         )
-        self.decider = Decider(self.decider_spec, ready_pods_at_creation=ready_pods, created_s=now)
-        self.pa = PodAutoscaler.for_function(spec, self.config, at_zero=at_zero, now=now)
-        if not at_zero and ready_pods > 0:
-            self.pa.replicas = max(self.pa.replicas, ready_pods)
-        if at_zero:
+        tbc = self.decider_spec.target_burst_capacity
+        if steady_pods is not None and steady_pods > 0:
+            self.decider = Decider(self.decider_spec, ready_pods_at_creation=0, created_s=now)
+            self.pa = PodAutoscaler.for_function(spec, self.config, at_zero=True, now=now)
+            self.pa.state = "active"
+            self.pa.replicas = steady_pods
+            self.desired_scale = steady_pods
+            ebc = steady_pods * self.decider_spec.total_value - tbc
+            self.excess_burst_capacity = int(tbc) if tbc in (0.0, -1.0) else _int32(math.floor(ebc))
+            if self.excess_burst_capacity >= 0:
+                self.pa.sks_mode, self.pa.proxy_since = "serve", None
+        elif at_zero or steady_pods == 0:
+            self.decider = Decider(self.decider_spec, ready_pods_at_creation=0, created_s=now)
+            self.pa = PodAutoscaler.for_function(spec, self.config, at_zero=True, now=now)
             # An idle revision's last decision was 0 with no ready pods, so EBC = -TBC.
             self.desired_scale = 0
-            tbc = self.decider_spec.target_burst_capacity
             self.excess_burst_capacity = int(tbc) if tbc in (0.0, -1.0) else _int32(math.floor(-tbc))
         else:
+            self.decider = Decider(self.decider_spec, ready_pods_at_creation=ready_pods, created_s=now)
+            self.pa = PodAutoscaler.for_function(spec, self.config, at_zero=False, now=now)
+            if ready_pods > 0:
+                self.pa.replicas = max(self.pa.replicas, ready_pods)
             self.desired_scale = SCALE_UNKNOWN
             self.excess_burst_capacity = initial_excess_burst_capacity(self.decider_spec)
         self.last_result: ScaleResult = INVALID

@@ -1,0 +1,168 @@
+"""``SimBackend`` (the Backend protocol over the simulator) and ``evaluate``, the in-memory fast path
+training uses: one weight vector in, the run's summary out, no disk."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from functions.spec import FunctionSpec, discover_specs
+from loadgen.results import RunResult, write_run
+from loadgen.workload import Workload
+from testbed.cluster import ClusterSpec, load_cluster
+from testbed.sim.engine import SimConfig, Simulation
+from testbed.sim.results import fast_summary, placements_frame, requests_frame
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def suite_specs() -> dict[str, FunctionSpec]:
+    """The function suite (``functions/*/spec.yaml``), parsed once per process."""
+    return discover_specs()
+
+
+@lru_cache(maxsize=1)
+def _provenance() -> dict[str, Any]:
+    import numba
+    import numpy
+
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        rev = None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        own = version("scoretune")
+    except PackageNotFoundError:
+        own = None
+    return {"git_revision": rev, "versions": {"scoretune": own, "numpy": numpy.__version__, "numba": numba.__version__}}
+
+
+def _profile_info(profile: Any) -> dict[str, Any]:
+    if profile is None:
+        return {"profile": None}
+    try:
+        from testbed.scheduler.config import config_for_profile, config_to_dict, profile_weights
+
+        return {"profile": config_to_dict(config_for_profile(profile)), "weights": profile_weights(profile)}
+    except Exception:  # noqa: BLE001 - a profile that cannot be rendered is still recorded by name
+        return {"profile": getattr(profile, "scheduler_name", str(profile))}
+
+
+def simulate(
+    cluster: ClusterSpec,
+    workload: Workload,
+    profile: Any,
+    *,
+    seed: int = 0,
+    functions: Mapping[str, FunctionSpec] | None = None,
+    config: SimConfig | None = None,
+    kube_version: str = "1.36",
+):
+    """Run one simulation and return its :class:`~testbed.sim.engine.SimOutput`."""
+    specs = dict(functions) if functions is not None else suite_specs()
+    return Simulation(cluster, specs, workload, profile, seed=seed, config=config, kube_version=kube_version).run()
+
+
+def evaluate(
+    cluster: ClusterSpec,
+    workload: Workload,
+    profile: Any,
+    *,
+    seed: int = 0,
+    functions: Mapping[str, FunctionSpec] | None = None,
+    config: SimConfig | None = None,
+    kube_version: str = "1.36",
+) -> dict[str, Any]:
+    """The summary ``loadgen.results.summarize`` would give for this run, without writing anything.
+
+    Adds ``timeout_s``, ``seed``, ``cluster``, ``workload``, ``backend`` and the simulator's own
+    counts (``pods_created``, ``events``). Deterministic: same inputs and seed, same numbers.
+    """
+    cfg = config or SimConfig()
+    out = simulate(cluster, workload, profile, seed=seed, functions=functions, config=cfg, kube_version=kube_version)
+    summary = fast_summary(out)
+    summary.update(
+        {
+            "backend": "sim",
+            "seed": seed,
+            "timeout_s": cfg.timeout_s,
+            "cluster": cluster.name,
+            "workload": workload.name,
+            "pods_created": len(out.pods),
+            "events": out.events,
+            "sim_end_s": out.sim_end_s,
+        }
+    )
+    return summary
+
+
+class SimBackend:
+    """Backend ``sim``: the simulator behind the Backend protocol (``testbed/backend.py``).
+
+    Each ``run`` starts from the reset state (every function at zero unless its min-scale keeps it
+    up, image caches as in the cluster spec), so runs differ only by profile, workload and seed.
+    """
+
+    name = "sim"
+
+    def __init__(
+        self,
+        cluster: ClusterSpec | str | Path,
+        functions: Mapping[str, FunctionSpec] | None = None,
+        *,
+        seed: int = 0,
+        kube_version: str = "1.36",
+        config: SimConfig | None = None,
+    ) -> None:
+        self.cluster = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
+        self.functions = dict(functions) if functions is not None else suite_specs()
+        self.seed = seed
+        self.kube_version = kube_version
+        self.config = config or SimConfig()
+        self.profile: Any = None
+
+    def apply(self, profile: Any) -> None:
+        self.profile = profile
+
+    def reset(self) -> None:
+        """Nothing persists between simulated runs, so every run already starts reset."""
+
+    def run(self, workload: Workload, out_dir: Path, *, seed: int | None = None) -> RunResult:
+        run_seed = self.seed if seed is None else seed
+        if self.profile is None:
+            from testbed.scheduler.config import default_profile
+
+            self.profile = default_profile()
+        out = simulate(
+            self.cluster, workload, self.profile, seed=run_seed, functions=self.functions,
+            config=self.config, kube_version=self.kube_version,
+        )
+        info: dict[str, Any] = {
+            "backend": "sim",
+            "seed": run_seed,
+            "timeout_s": self.config.timeout_s,
+            "cluster": self.cluster.name,
+            "cluster_nodes": len(self.cluster.nodes),
+            "workload": workload.name,
+            "workload_metadata": workload.metadata,
+            "kube_version": self.kube_version,
+            "pods_created": len(out.pods),
+            "events": out.events,
+            "sim_end_s": out.sim_end_s,
+            **_profile_info(self.profile),
+            **_provenance(),
+        }
+        return write_run(out_dir, requests_frame(out), placements_frame(out), info=info)
+
+    def close(self) -> None:
+        """The simulator holds no resources."""

@@ -1,0 +1,564 @@
+"""The simulator's control plane and the run loop: Knative's autoscaling and Kubernetes' pod
+lifecycle around the numba data plane of :mod:`testbed.sim.kernel`.
+
+Time advances in 1 s segments (the queue-proxy scrape interval). Inside a segment the kernel
+processes arrivals, dispatches and completions; at each boundary the control plane
+
+1. releases pods that finished draining (unbinds them from the scheduler),
+2. records each revision's stat (time-averaged in-flight requests, arrivals) into its KPA
+   collector, as the scraper and the activator do once a second,
+3. retries pending pods (kube-scheduler retries unschedulable pods; 1 s is its initial backoff),
+4. every 2 s runs each revision's decider and PA reconciler (``testbed.autoscaler.kpa``) and
+   creates or deletes pods to match the Deployment's replicas.
+
+A request arriving for a revision whose last desired scale is 0 stops the segment so the
+activator's poke can scale it up at once (Knative's cold-start fast path).
+
+Pods are what Knative's revision pods are (``functions.knative.revision_pod``: user container and
+queue-proxy with its 25m CPU request, the preferred hostname anti-affinity, a ReplicaSet owner),
+parsed by ``testbed.scheduler.objects.pod_from_k8s`` and placed by ``testbed.scheduler``'s
+``Scheduler`` with the current profile. Lifecycle: created -> scheduled (retried while nothing
+fits) -> image pulled when the node lacks it (size / the node's pull bandwidth; the kubelet pulls
+serially, and the node keeps the image afterwards) -> container start + runtime init -> ready ->
+draining on scale-down (no new requests, in-flight ones finish) -> deleted.
+
+Nothing here reads the wall clock; the only randomness is the per-request work, drawn from one
+seeded generator, and the scheduler's seeded tie-breaking.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from functions.errors import InputError
+from functions.knative import revision_pod
+from functions.spec import FunctionSpec
+from functions.work import sample_work
+from testbed.autoscaler.kpa import AutoscalerConfig, RevisionAutoscaler
+from testbed.scheduler.objects import normalized_image_name, pod_from_k8s
+from testbed.sim import kernel as K
+from testbed.sim.scheduling import add_node_image, make_scheduler
+
+if TYPE_CHECKING:
+    from loadgen.workload import Workload
+    from testbed.cluster import ClusterSpec
+    from testbed.scheduler.config import Profile
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Knobs of the model that are not in a cluster or function spec, with their reasons."""
+
+    timeout_s: float = 30.0
+    """The client gives up after this long (loadgen.replay's default), so latency is capped here."""
+    autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
+    """config-autoscaler (Knative's defaults)."""
+    activator_queue_depth: int = 10_000
+    """Per-revision breaker queue of the activator (``pkg/activator/net/throttler.go``); beyond it, 503."""
+    unlimited_slots: int = 1000
+    """In-flight cap per pod for containerConcurrency 0 (Knative: unlimited; a bound keeps arrays flat)."""
+    pod_create_delay_s: float = 0.1
+    """KPA decision -> Deployment -> ReplicaSet -> Pod object -> scheduler queue (API round trips)."""
+    ready_delay_s: float = 0.2
+    """queue-proxy readiness probe success -> endpoints -> activator/ingress learn the pod."""
+    scheduler_backoff_s: tuple[float, float] = (1.0, 10.0)
+    """kube-scheduler's pod backoff (podInitialBackoffSeconds 1, podMaxBackoffSeconds 10), doubling
+    per failed attempt; a pod is retried early when capacity is freed (a pod deleted), as a
+    cluster event moves unschedulable pods back to the active queue."""
+
+
+@dataclass
+class SimPod:
+    """Control-plane record of one pod (one placements row)."""
+
+    slot: int
+    function: int
+    name: str
+    created_s: float
+    sched_pod: Any
+    node: int = -1
+    scheduled_s: float | None = None
+    ready_s: float | None = None
+    deleted_s: float | None = None
+    image_pull_s: float | None = None
+    start_s: float | None = None
+    init_s: float | None = None
+    released: bool = False
+    retry_at: float = 0.0
+    attempts: int = 0
+    uid: int = -1
+
+
+@dataclass
+class SimOutput:
+    """Per-request arrays (workload order) and the pods of one run."""
+
+    function_names: list[str]
+    node_names: list[str]
+    fn: np.ndarray
+    arrival_s: np.ndarray
+    start_s: np.ndarray
+    finish_s: np.ndarray
+    status: np.ndarray
+    cold: np.ndarray
+    node: np.ndarray
+    pod_uid: np.ndarray
+    pods: list[SimPod]
+    events: int
+    sim_end_s: float
+
+
+def _baseline_memory(spec: FunctionSpec) -> float:
+    """Resident memory of an idle pod. The request is taken to cover the idle runtime plus one
+    request's working set, capped so that the pod at full container concurrency still fits its own
+    limit (a spec's concurrency is chosen to fit): ``min(request - work, limit - cc * work)``, at
+    least 0. Memory errors therefore come from nodes whose pods together outgrow the node (requests
+    are what the scheduler packs; the in-flight working sets come on top), or from unbounded
+    concurrency (cc 0)."""
+    work = spec.work_memory_bytes
+    cc = max(1, spec.container_concurrency)
+    return float(max(0, min(spec.memory_request_bytes - work, spec.memory_limit_bytes - cc * work)))
+
+
+class Simulation:
+    """One run of a workload on a cluster with one scheduler profile.
+
+    ``scheduler`` may be given (an object with ``schedule(pod) -> int | None``, ``bind(pod, i)``,
+    ``unbind(pod, i)``); by default it is ``testbed.scheduler.framework.Scheduler`` over the
+    cluster's nodes with ``profile``.
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        specs: Mapping[str, FunctionSpec],
+        workload: Workload,
+        profile: Profile | None,
+        *,
+        seed: int = 0,
+        config: SimConfig | None = None,
+        kube_version: str = "1.36",
+        scheduler: Any = None,
+    ) -> None:
+        self.cluster = cluster
+        self.config = cfg = config or SimConfig()
+        self.profile = profile
+        frame = workload.frame
+        names_in = frame["function"].to_numpy(dtype=object)
+        used = sorted(set(names_in.tolist()))
+        missing = [n for n in used if n not in specs]
+        if missing:
+            raise InputError(
+                f"workload uses function(s) {missing} with no spec; known: {sorted(specs)}", field="function"
+            )
+        self.fnames = used
+        self.specs = [specs[n] for n in used]
+        fidx = {n: i for i, n in enumerate(used)}
+        n_req = len(frame)
+        self.n_req = n_req
+        fn = np.fromiter((fidx[x] for x in names_in), dtype=np.int64, count=n_req) if n_req else np.zeros(0, np.int64)
+        t = frame["t_s"].to_numpy(dtype=np.float64)
+
+        # ---- per-request work, drawn per function in name order from one seeded generator
+        rng = np.random.default_rng(seed)
+        work = np.zeros(n_req)
+        mem = np.zeros(n_req)
+        io = np.zeros(n_req)
+        payloads = frame["payload"].to_numpy(dtype=object)
+        order = np.argsort(fn, kind="stable")
+        counts = np.bincount(fn, minlength=len(used)) if n_req else np.zeros(len(used), np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        for i, spec in enumerate(self.specs):
+            rows = order[starts[i] : starts[i + 1]]
+            w = sample_work(spec, payloads[rows].tolist(), rng)
+            work[rows] = w.cpu_s
+            mem[rows] = w.memory_bytes
+            io[rows] = w.io_s
+
+        self.rf = np.zeros((n_req, K.RF_COLS))
+        self.rf[:, K.RF_T] = t
+        self.rf[:, K.RF_WORK] = work
+        self.rf[:, K.RF_MEM] = mem
+        self.rf[:, K.RF_IO] = io
+        self.rf[:, K.RF_START] = np.nan
+        self.rf[:, K.RF_FINISH] = np.nan
+        self.ri = np.zeros((n_req, K.RI_COLS), dtype=np.int64)
+        self.ri[:, K.RI_FN] = fn
+        self.ri[:, K.RI_POD] = -1
+        self.ri[:, K.RI_NODE] = -1
+        self.ri[:, K.RI_UID] = -1
+        self.f_idx = order.astype(np.int64)
+
+        n_f = len(used)
+        self.fi = np.zeros((n_f, K.FI_COLS), dtype=np.int64)
+        self.fi[:, K.FI_START] = starts[:-1]
+        self.fi[:, K.FI_END] = starts[1:]
+        self.fi[:, K.FI_QMAX] = cfg.activator_queue_depth
+        self.ff = np.zeros((n_f, K.FF_COLS))
+        self.f_pods = np.zeros((n_f, 16), dtype=np.int64)
+
+        # ---- nodes
+        nodes = cluster.nodes
+        n_nodes = len(nodes)
+        self.node_names = [n.name for n in nodes]
+        self.nf = np.zeros((n_nodes, K.NF_COLS))
+        self.nf[:, K.NF_CORES] = [n.cpu_milli / 1000.0 for n in nodes]
+        self.nf[:, K.NF_SPEED] = [n.speed for n in nodes]
+        self.nf[:, K.NF_MEMCAP] = [float(n.memory_bytes) for n in nodes]
+        width = max(8, max((n.pods for n in nodes), default=8))
+        self.n_pods = np.zeros((n_nodes, min(width, 512)), dtype=np.int64)
+        self.n_npods = np.zeros(n_nodes, dtype=np.int64)
+        self.nh_key = np.full(n_nodes, np.inf)
+        self.nh_pos = np.arange(n_nodes, dtype=np.int64)
+        self.nh_heap = np.arange(n_nodes, dtype=np.int64)
+        self.pull_free = np.zeros(n_nodes)
+        self.images: list[dict[str, float]] = [{normalized_image_name(img): -math.inf for img in n.images} for n in nodes]
+
+        # ---- pods (grown on demand) and the per-pod heap pool
+        self.pi = np.zeros((64, K.PI_COLS), dtype=np.int64)
+        self.pf = np.zeros((64, K.PF_COLS))
+        self.n_slots = 0
+        self.free_slots: dict[int, list[int]] = {}
+        self.hv = np.zeros(1024)
+        self.hr = np.zeros(1024, dtype=np.int64)
+        self.pool_top = 0
+        self.tt = np.zeros(1024)
+        self.tc = np.zeros(1024, dtype=np.int64)
+        self.counters = np.zeros(K.C_COLS, dtype=np.int64)
+        self.stop_t = np.zeros(1)
+
+        # ---- control plane
+        if scheduler is None:
+            if profile is None:
+                from testbed.scheduler.config import default_profile
+
+                profile = default_profile()
+            scheduler = make_scheduler(cluster, specs, profile, kube_version=kube_version, seed=seed)
+        self.scheduler = scheduler
+        self._templates: list[Any] = []
+        sched_name = getattr(profile, "scheduler_name", None)
+        for spec in self.specs:
+            self._templates.append(pod_from_k8s(revision_pod(spec, scheduler_name=sched_name)))
+        self.pods: list[SimPod] = []
+        self.fpods: list[list[SimPod]] = [[] for _ in used]
+        self.pending: list[SimPod] = []
+        self.draining: list[SimPod] = []
+        self.autoscalers: list[RevisionAutoscaler] = []
+        self._pod_seq = 0
+        self._epoch = 0  # bumped whenever capacity is freed
+        self._unfit_epoch = [-1] * len(used)
+        self._retry_epoch = 0
+        for i, spec in enumerate(self.specs):
+            warm = spec.autoscaling.min_scale
+            ra = RevisionAutoscaler(spec, cfg.autoscaler, now=0.0, steady_pods=warm)
+            self.autoscalers.append(ra)
+            self.fi[i, K.FI_WATCH] = 1 if ra.needs_poke() else 0
+            for _ in range(warm):
+                self._create_pod(i, 0.0, warm_start=True)
+
+    # ------------------------------------------------------------------ kernel storage growth
+    def _alloc_slot(self, cap: int) -> int:
+        free = self.free_slots.get(cap)
+        if free:
+            return free.pop()
+        if self.n_slots == self.pi.shape[0]:
+            n = self.pi.shape[0] * 2
+            self.pi = np.concatenate([self.pi, np.zeros_like(self.pi)])[:n]
+            self.pf = np.concatenate([self.pf, np.zeros_like(self.pf)])[:n]
+        slot = self.n_slots
+        self.n_slots += 1
+        if self.pool_top + cap > self.hv.shape[0]:
+            n = max(self.hv.shape[0] * 2, self.pool_top + cap)
+            hv = np.zeros(n)
+            hr = np.zeros(n, dtype=np.int64)
+            hv[: self.pool_top] = self.hv[: self.pool_top]
+            hr[: self.pool_top] = self.hr[: self.pool_top]
+            self.hv, self.hr = hv, hr
+        self.pi[slot, K.PI_HOFF] = self.pool_top
+        self.pool_top += cap
+        return slot
+
+    def _ensure_timer_room(self) -> None:
+        n = int(self.counters[K.C_TIMERS])
+        need = n + self.n_req + 16
+        if self.tt.shape[0] < need:
+            size = max(need, 2 * self.tt.shape[0])
+            tt = np.zeros(size)
+            tc = np.zeros(size, dtype=np.int64)
+            tt[:n] = self.tt[:n]
+            tc[:n] = self.tc[:n]
+            self.tt, self.tc = tt, tc
+
+    # ------------------------------------------------------------------ pod lifecycle
+    def _create_pod(self, f: int, now: float, *, warm_start: bool = False) -> None:
+        self._pod_seq += 1
+        tmpl = self._templates[f]
+        name = f"{tmpl.name.rsplit('-', 1)[0]}-{self._pod_seq:05d}"
+        pod = SimPod(
+            slot=-1,
+            function=f,
+            name=name,
+            created_s=now,
+            sched_pod=dataclasses.replace(tmpl, name=name, uid=f"sim-{self._pod_seq}"),
+        )
+        pod.uid = len(self.pods)
+        self.pods.append(pod)
+        self.fpods[f].append(pod)
+        if not self._schedule(pod, now + (0.0 if warm_start else self.config.pod_create_delay_s), warm_start=warm_start):
+            self.pending.append(pod)
+
+    def _schedule(self, pod: SimPod, now: float, *, warm_start: bool = False) -> bool:
+        f = pod.function
+        # Binds only consume capacity, so a pod of a revision that did not fit since the last
+        # pod deletion does not fit now either: skip the scoring (the result is the same).
+        idx = None if self._unfit_epoch[f] == self._epoch else self.scheduler.schedule(pod.sched_pod)
+        if idx is None:
+            self._unfit_epoch[f] = self._epoch
+            lo, hi = self.config.scheduler_backoff_s
+            pod.retry_at = now + min(hi, lo * 2.0**pod.attempts)
+            pod.attempts += 1
+            return False
+        idx = int(idx)
+        self.scheduler.bind(pod.sched_pod, idx)
+        spec = self.specs[pod.function]
+        pod.node = idx
+        pod.scheduled_s = now
+        image = normalized_image_name(spec.image)
+        avail = self.images[idx].get(image)
+        if warm_start:
+            pull = 0.0
+            if avail is None:
+                self.images[idx][image] = -math.inf
+                add_node_image(self.scheduler, idx, spec.image, spec.image_size_bytes)
+            start, init = 0.0, 0.0
+        else:
+            if avail is None:
+                begin = max(now, float(self.pull_free[idx]))
+                end = begin + spec.image_size_bytes / self.cluster.nodes[idx].image_pull_bytes_per_s
+                self.pull_free[idx] = end
+                self.images[idx][image] = end
+                add_node_image(self.scheduler, idx, spec.image, spec.image_size_bytes)
+                pull = end - now
+            else:
+                pull = max(0.0, avail - now)
+            start, init = spec.start_s, spec.init_s
+        ready = now + pull + start + init + (0.0 if warm_start else self.config.ready_delay_s)
+        pod.image_pull_s, pod.start_s, pod.init_s = pull, start, init
+        pod.ready_s = ready
+
+        cap = spec.container_concurrency or self.config.unlimited_slots
+        slot = self._alloc_slot(cap)
+        pod.slot = slot
+        pi, pf = self.pi, self.pf
+        pi[slot, K.PI_FN] = pod.function
+        pi[slot, K.PI_NODE] = idx
+        pi[slot, K.PI_STATE] = K.POD_READY if warm_start else K.POD_STARTING
+        pi[slot, K.PI_CAP] = cap
+        pi[slot, K.PI_INFLIGHT] = 0
+        pi[slot, K.PI_K] = 0
+        pi[slot, K.PI_HSIZE] = 0
+        pi[slot, K.PI_UID] = pod.uid
+        base = _baseline_memory(spec)
+        pf[slot, K.PF_READY] = ready
+        pf[slot, K.PF_LIMIT] = spec.cpu_limit_milli / 1000.0
+        pf[slot, K.PF_MEM] = base
+        pf[slot, K.PF_MEMLIM] = float(spec.memory_limit_bytes)
+        pf[slot, K.PF_V] = 0.0
+        pf[slot, K.PF_RATE] = 0.0
+        self.nf[idx, K.NF_MEMUSED] += base
+        j = int(self.n_npods[idx])
+        if j == self.n_pods.shape[1]:
+            self.n_pods = np.concatenate([self.n_pods, np.zeros_like(self.n_pods)], axis=1)
+        self.n_pods[idx, j] = slot
+        self.n_npods[idx] = j + 1
+        f = pod.function
+        j = int(self.fi[f, K.FI_NPODS])
+        if j == self.f_pods.shape[1]:
+            self.f_pods = np.concatenate([self.f_pods, np.zeros_like(self.f_pods)], axis=1)
+        self.f_pods[f, j] = slot
+        self.fi[f, K.FI_NPODS] = j + 1
+        if not warm_start:
+            self._ensure_timer_room()
+            K.timer_push(self.tt, self.tc, self.counters, ready, -(slot + 1))
+        return True
+
+    def _release(self, pod: SimPod) -> None:
+        """Forget a pod that is gone: unbind it and free its kernel slot."""
+        if pod.released:
+            return
+        pod.released = True
+        if pod.node < 0:
+            return
+        self.scheduler.unbind(pod.sched_pod, pod.node)
+        self._epoch += 1
+        slot, n, f = pod.slot, pod.node, pod.function
+        self.nf[n, K.NF_MEMUSED] -= self.pf[slot, K.PF_MEM]
+        self.pf[slot, K.PF_MEM] = 0.0
+        row = self.n_pods[n, : self.n_npods[n]]
+        j = int(np.flatnonzero(row == slot)[0])
+        last = int(self.n_npods[n]) - 1
+        self.n_pods[n, j] = self.n_pods[n, last]
+        self.n_npods[n] = last
+        row = self.f_pods[f, : self.fi[f, K.FI_NPODS]]
+        j = int(np.flatnonzero(row == slot)[0])
+        last = int(self.fi[f, K.FI_NPODS]) - 1
+        self.f_pods[f, j : last] = self.f_pods[f, j + 1 : last + 1]  # keep creation order
+        self.fi[f, K.FI_NPODS] = last
+        self.pi[slot, K.PI_STATE] = K.POD_FREE
+        self.free_slots.setdefault(int(self.pi[slot, K.PI_CAP]), []).append(slot)
+
+    def _live(self, f: int) -> list[SimPod]:
+        return [p for p in self.fpods[f] if p.deleted_s is None]
+
+    def _delete_rank(self, pod: SimPod, per_node: dict[int, int]) -> tuple:
+        """ReplicaSet scale-down order (``pkg/controller/controller_utils.go`` ``ActivePodsWithRanks``):
+        unassigned before assigned, not-ready before ready, more replicas on the same node first,
+        then the most recently ready, then the newest."""
+        if pod.node < 0:
+            return (0, 0, 0, 0.0, -pod.created_s)
+        state = int(self.pi[pod.slot, K.PI_STATE])
+        ready = 1 if state == K.POD_READY else 0
+        return (1, ready, -per_node.get(pod.node, 0), -(pod.ready_s or 0.0), -pod.created_s)
+
+    def _apply_replicas(self, f: int, want: int, now: float) -> None:
+        live = self._live(f)
+        if want > len(live):
+            for _ in range(want - len(live)):
+                self._create_pod(f, now)
+        elif want < len(live):
+            per_node: dict[int, int] = {}
+            for p in live:
+                if p.node >= 0:
+                    per_node[p.node] = per_node.get(p.node, 0) + 1
+            victims = sorted(live, key=lambda p: self._delete_rank(p, per_node))[: len(live) - want]
+            for p in victims:
+                p.deleted_s = now
+                if p.node < 0:
+                    self.pending.remove(p)
+                    p.released = True
+                    continue
+                st = int(self.pi[p.slot, K.PI_STATE])
+                if st == K.POD_STARTING or int(self.pi[p.slot, K.PI_INFLIGHT]) == 0:
+                    self.pi[p.slot, K.PI_STATE] = K.POD_DONE
+                    self._release(p)
+                else:
+                    self.pi[p.slot, K.PI_STATE] = K.POD_DRAINING
+                    self.draining.append(p)
+
+    def _ready_counts(self) -> np.ndarray:
+        st = self.pi[: self.n_slots]
+        mask = st[:, K.PI_STATE] == K.POD_READY
+        return np.bincount(st[mask, K.PI_FN], minlength=len(self.fnames))
+
+    # ------------------------------------------------------------------ the run
+    def _kernel(self, limit: float) -> int:
+        return int(
+            K.run_segment(
+                limit, self.config.timeout_s, self.rf, self.ri, self.fi, self.ff, self.f_idx, self.f_pods,
+                self.pi, self.pf, self.nf, self.n_pods, self.n_npods, self.hv, self.hr, self.nh_key,
+                self.nh_pos, self.nh_heap, self.tt, self.tc, self.counters, self.stop_t,
+            )
+        )
+
+    def _dispatch(self, f: int, now: float) -> None:
+        K.dispatch(
+            f, now, self.config.timeout_s, self.rf, self.ri, self.fi, self.ff, self.f_idx, self.f_pods,
+            self.pi, self.pf, self.nf, self.n_pods, self.n_npods, self.hv, self.hr, self.nh_key,
+            self.nh_pos, self.nh_heap, self.tt, self.tc, self.counters,
+        )
+
+    def _sync_watch(self, f: int) -> None:
+        self.fi[f, K.FI_WATCH] = 1 if self.autoscalers[f].needs_poke() else 0
+
+    def run(self) -> SimOutput:
+        cfg = self.config
+        n_req = self.n_req
+        last_arrival = float(self.rf[-1, K.RF_T]) if n_req else 0.0
+        horizon = math.floor(last_arrival + cfg.timeout_s) + 2.0
+        self._ensure_timer_room()
+        t = 0.0
+        while t < horizon:
+            limit = t + 1.0
+            while True:
+                code = self._kernel(limit)
+                if code != K.STOP_POKE:
+                    break
+                f = int(self.counters[K.C_STOP_FN])
+                now = float(self.stop_t[0])
+                ready = int(self._ready_counts()[f])
+                replicas = self.autoscalers[f].poke(now, ready)
+                if replicas is not None:
+                    self._apply_replicas(f, replicas, now)
+                self._sync_watch(f)
+            t = limit
+            self._control_step(t)
+            if self.counters[K.C_FINISHED] >= n_req and t > last_arrival:
+                break
+        # whatever never finished waited past the client's timeout
+        st = self.ri[:, K.RI_STATUS]
+        left = st == K.ST_PENDING
+        if left.any():
+            st[left] = K.ST_TIMEOUT
+            self.rf[left, K.RF_FINISH] = self.rf[left, K.RF_T] + cfg.timeout_s
+        return SimOutput(
+            function_names=list(self.fnames),
+            node_names=self.node_names,
+            fn=self.ri[:, K.RI_FN].copy(),
+            arrival_s=self.rf[:, K.RF_T].copy(),
+            start_s=self.rf[:, K.RF_START].copy(),
+            finish_s=self.rf[:, K.RF_FINISH].copy(),
+            status=st.copy(),
+            cold=self.ri[:, K.RI_COLD].astype(bool),
+            node=self.ri[:, K.RI_NODE].copy(),
+            pod_uid=self.ri[:, K.RI_UID].copy(),
+            pods=self.pods,
+            events=int(self.counters[K.C_EVENTS]),
+            sim_end_s=t,
+        )
+
+    def _control_step(self, now: float) -> None:
+        # 1. pods whose drain finished inside the kernel
+        if self.draining:
+            still = []
+            for p in self.draining:
+                if int(self.pi[p.slot, K.PI_STATE]) == K.POD_DONE:
+                    self._release(p)
+                else:
+                    still.append(p)
+            self.draining = still
+        ready = self._ready_counts()
+        # 2. one stat per revision per second: in-flight average (concurrency) and arrivals (rps)
+        for f, ra in enumerate(self.autoscalers):
+            area = float(self.ff[f, K.FF_AREA])
+            arrivals = int(self.fi[f, K.FI_ARRIVALS])
+            self.ff[f, K.FF_AREA] = 0.0
+            self.fi[f, K.FI_ARRIVALS] = 0
+            if ready[f] > 0 or area > 0.0 or arrivals > 0:
+                ra.record(now, area, float(arrivals))
+        # 3. retry pods nothing could take: when their backoff expires, or at once after a deletion
+        if self.pending:
+            freed = self._epoch != self._retry_epoch
+            self._retry_epoch = self._epoch
+            still = []
+            for p in self.pending:
+                if (freed or p.retry_at <= now) and self._schedule(p, now):
+                    continue
+                still.append(p)
+            self.pending = still
+        # 4. the decider tick
+        if int(now) % 2 == 0:
+            for f, ra in enumerate(self.autoscalers):
+                replicas = ra.tick(now, int(ready[f]))
+                self._apply_replicas(f, replicas, now)
+                self._sync_watch(f)

@@ -1,0 +1,440 @@
+"""The simulator's data plane: request arrival, dispatch, processor-sharing execution and
+completion, compiled with numba over flat arrays.
+
+The control plane (KPA ticks, pod creation and scheduling, scale-down) runs in Python between
+calls of :func:`run_segment`, which advances the data plane to a time limit (the next 1 s scrape
+boundary) or stops early when an arrival needs the autoscaler at once (Knative's poke of a revision
+at zero). Everything the control plane needs to read or change lives in the arrays of
+:class:`KernelState`; the column layout is given by the constants below.
+
+Execution model (per node, event-driven processor sharing):
+
+- a request in its CPU phase needs ``work`` core-seconds at speed 1.0 and is single-threaded, so it
+  uses at most one core; a pod's requests together use at most the pod's CPU limit;
+- node demand ``D = sum_pods min(k_p, limit_p)`` over the pods' CPU-active request counts ``k_p``;
+  if ``D`` exceeds the node's cores every pod is slowed by ``cores / D`` (fair sharing, as CFS
+  gives runnable threads with quotas); a request progresses at
+  ``speed * min(1, cores/D) * min(1, limit_p / k_p)`` work units per second;
+- each pod keeps a virtual clock ``V_p`` (work done by each of its requests since the pod started)
+  and a binary heap of its requests' virtual finish times, so a rate change costs O(pods on the
+  node), not O(requests); the next completion of each node sits in an indexed heap over nodes;
+- after the CPU phase a request waits ``io`` seconds (timer heap) holding its concurrency slot.
+
+Dispatch: one FIFO per function (the activator's buffer, or the queue-proxy's when the activator is
+out of the path); the head goes to the ready pod with a free slot and the fewest in-flight requests
+(ties: the oldest pod). A request whose pod or node would run out of memory fails at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+INF = np.inf
+
+# --- request columns ------------------------------------------------------------------------
+RF_T, RF_WORK, RF_MEM, RF_IO, RF_START, RF_FINISH = 0, 1, 2, 3, 4, 5
+RF_COLS = 6
+RI_FN, RI_POD, RI_STATUS, RI_COLD, RI_NODE, RI_UID = 0, 1, 2, 3, 4, 5
+RI_COLS = 6
+ST_PENDING, ST_OK, ST_ERROR, ST_TIMEOUT = 0, 1, 2, 3
+
+# --- function columns ------------------------------------------------------------------------
+FI_NEXT, FI_ARRIVED, FI_INSYS, FI_ARRIVALS, FI_WATCH, FI_NPODS, FI_START, FI_END, FI_QMAX = 0, 1, 2, 3, 4, 5, 6, 7, 8
+FI_COLS = 9
+FF_AREA, FF_LAST = 0, 1
+FF_COLS = 2
+
+# --- pod columns -----------------------------------------------------------------------------
+PI_FN, PI_NODE, PI_STATE, PI_CAP, PI_INFLIGHT, PI_K, PI_HOFF, PI_HSIZE, PI_UID = 0, 1, 2, 3, 4, 5, 6, 7, 8
+PI_COLS = 9
+PF_READY, PF_LIMIT, PF_MEM, PF_MEMLIM, PF_V, PF_RATE = 0, 1, 2, 3, 4, 5
+PF_COLS = 6
+POD_FREE, POD_STARTING, POD_READY, POD_DRAINING, POD_DONE = 0, 1, 2, 3, 4
+
+# --- node columns ----------------------------------------------------------------------------
+NF_CORES, NF_SPEED, NF_MEMCAP, NF_MEMUSED, NF_LAST = 0, 1, 2, 3, 4
+NF_COLS = 5
+
+# --- counters (int64 array) ------------------------------------------------------------------
+C_NEXT_ARRIVAL, C_TIMERS, C_FINISHED, C_STOP_FN, C_EVENTS = 0, 1, 2, 3, 4
+C_COLS = 5
+
+STOP_LIMIT, STOP_POKE = 0, 1
+EPS = 1e-12
+
+
+# ============================================================================================
+# heaps
+# ============================================================================================
+
+
+@njit(cache=True)
+def _timer_push(tt, tc, counters, t, code):
+    i = counters[C_TIMERS]
+    counters[C_TIMERS] = i + 1
+    tt[i] = t
+    tc[i] = code
+    while i > 0:
+        parent = (i - 1) >> 1
+        if tt[parent] < tt[i] or (tt[parent] == tt[i] and tc[parent] <= tc[i]):
+            break
+        tt[parent], tt[i] = tt[i], tt[parent]
+        tc[parent], tc[i] = tc[i], tc[parent]
+        i = parent
+
+
+@njit(cache=True)
+def _timer_pop(tt, tc, counters):
+    n = counters[C_TIMERS] - 1
+    code = tc[0]
+    counters[C_TIMERS] = n
+    tt[0] = tt[n]
+    tc[0] = tc[n]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= n:
+            break
+        right = left + 1
+        c = left
+        if right < n and (tt[right] < tt[left] or (tt[right] == tt[left] and tc[right] < tc[left])):
+            c = right
+        if tt[i] < tt[c] or (tt[i] == tt[c] and tc[i] <= tc[c]):
+            break
+        tt[c], tt[i] = tt[i], tt[c]
+        tc[c], tc[i] = tc[i], tc[c]
+        i = c
+    return code
+
+
+@njit(cache=True)
+def timer_push(tt, tc, counters, t, code):
+    """Schedule a timer (``code >= 0``: a request's I/O ends; ``code < 0``: pod ``-code-1`` is ready)."""
+    _timer_push(tt, tc, counters, t, code)
+
+
+@njit(cache=True)
+def _nh_update(nh_key, nh_pos, nh_heap, n, key):
+    """Indexed min-heap over nodes: set node ``n``'s key and restore the heap."""
+    old = nh_key[n]
+    nh_key[n] = key
+    i = nh_pos[n]
+    size = nh_heap.shape[0]
+    if key < old:
+        while i > 0:
+            parent = (i - 1) >> 1
+            pn = nh_heap[parent]
+            if nh_key[pn] <= key:
+                break
+            nh_heap[i] = pn
+            nh_pos[pn] = i
+            i = parent
+    else:
+        while True:
+            left = 2 * i + 1
+            if left >= size:
+                break
+            c = left
+            right = left + 1
+            if right < size and nh_key[nh_heap[right]] < nh_key[nh_heap[left]]:
+                c = right
+            cn = nh_heap[c]
+            if nh_key[cn] >= key:
+                break
+            nh_heap[i] = cn
+            nh_pos[cn] = i
+            i = c
+    nh_heap[i] = n
+    nh_pos[n] = i
+
+
+@njit(cache=True)
+def _ph_push(hv, hr, off, size, v, r):
+    i = size
+    hv[off + i] = v
+    hr[off + i] = r
+    while i > 0:
+        parent = (i - 1) >> 1
+        if hv[off + parent] <= hv[off + i]:
+            break
+        hv[off + parent], hv[off + i] = hv[off + i], hv[off + parent]
+        hr[off + parent], hr[off + i] = hr[off + i], hr[off + parent]
+        i = parent
+
+
+@njit(cache=True)
+def _ph_pop(hv, hr, off, size):
+    r = hr[off]
+    n = size - 1
+    hv[off] = hv[off + n]
+    hr[off] = hr[off + n]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= n:
+            break
+        c = left
+        right = left + 1
+        if right < n and hv[off + right] < hv[off + left]:
+            c = right
+        if hv[off + i] <= hv[off + c]:
+            break
+        hv[off + c], hv[off + i] = hv[off + i], hv[off + c]
+        hr[off + c], hr[off + i] = hr[off + i], hr[off + c]
+        i = c
+    return r
+
+
+# ============================================================================================
+# processor sharing on a node
+# ============================================================================================
+
+
+@njit(cache=True)
+def _node_advance(n, t, nf, n_pods, n_npods, pi, pf):
+    dt = t - nf[n, NF_LAST]
+    if dt > 0.0:
+        for j in range(n_npods[n]):
+            p = n_pods[n, j]
+            if pi[p, PI_K] > 0:
+                pf[p, PF_V] += pf[p, PF_RATE] * dt
+    nf[n, NF_LAST] = t
+
+
+@njit(cache=True)
+def _node_rates_and_key(n, t, nf, n_pods, n_npods, pi, pf, hv, nh_key, nh_pos, nh_heap):
+    demand = 0.0
+    for j in range(n_npods[n]):
+        p = n_pods[n, j]
+        k = pi[p, PI_K]
+        if k > 0:
+            lim = pf[p, PF_LIMIT]
+            demand += k if k < lim else lim
+    cores = nf[n, NF_CORES]
+    share = 1.0 if demand <= cores else cores / demand
+    speed = nf[n, NF_SPEED]
+    best = INF
+    for j in range(n_npods[n]):
+        p = n_pods[n, j]
+        k = pi[p, PI_K]
+        if k > 0:
+            per = pf[p, PF_LIMIT] / k
+            if per > 1.0:
+                per = 1.0
+            rate = speed * share * per
+            pf[p, PF_RATE] = rate
+            dt = (hv[pi[p, PI_HOFF]] - pf[p, PF_V]) / rate
+            if dt < 0.0:
+                dt = 0.0
+            if t + dt < best:
+                best = t + dt
+    _nh_update(nh_key, nh_pos, nh_heap, n, best)
+
+
+# ============================================================================================
+# requests
+# ============================================================================================
+
+
+@njit(cache=True)
+def _area(f, t, fi, ff):
+    last = ff[f, FF_LAST]
+    if t > last:
+        ff[f, FF_AREA] += fi[f, FI_INSYS] * (t - last)
+        ff[f, FF_LAST] = t
+
+
+@njit(cache=True)
+def _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters):
+    """A request's response is complete at ``t`` (the client stopped waiting at arrival + timeout)."""
+    f = ri[r, RI_FN]
+    if t - rf[r, RF_T] <= timeout:
+        ri[r, RI_STATUS] = ST_OK
+        rf[r, RF_FINISH] = t
+    else:
+        ri[r, RI_STATUS] = ST_TIMEOUT
+        rf[r, RF_FINISH] = rf[r, RF_T] + timeout
+    counters[C_FINISHED] += 1
+    p = ri[r, RI_POD]
+    mem = rf[r, RF_MEM]
+    pf[p, PF_MEM] -= mem
+    nf[pi[p, PI_NODE], NF_MEMUSED] -= mem
+    pi[p, PI_INFLIGHT] -= 1
+    if pi[p, PI_STATE] == POD_DRAINING and pi[p, PI_INFLIGHT] == 0:
+        pi[p, PI_STATE] = POD_DONE
+    _area(f, t, fi, ff)
+    fi[f, FI_INSYS] -= 1
+
+
+@njit(cache=True)
+def _pick_pod(f, fi, f_pods, pi):
+    best = -1
+    best_load = 1 << 60
+    for j in range(fi[f, FI_NPODS]):
+        p = f_pods[f, j]
+        if pi[p, PI_STATE] == POD_READY:
+            load = pi[p, PI_INFLIGHT]
+            if load < pi[p, PI_CAP] and load < best_load:
+                best = p
+                best_load = load
+    return best
+
+
+@njit(cache=True)
+def _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_pods, n_npods, hv, hr, nh_key, nh_pos, nh_heap,
+           tt, tc, counters):
+    n = pi[p, PI_NODE]
+    mem = rf[r, RF_MEM]
+    rf[r, RF_START] = t
+    ri[r, RI_POD] = p
+    ri[r, RI_NODE] = n
+    ri[r, RI_UID] = pi[p, PI_UID]
+    ri[r, RI_COLD] = 1 if pf[p, PF_READY] > rf[r, RF_T] else 0
+    if pf[p, PF_MEM] + mem > pf[p, PF_MEMLIM] or nf[n, NF_MEMUSED] + mem > nf[n, NF_MEMCAP]:
+        # out of memory: this request fails at once (the container's limit or the node's memory)
+        ri[r, RI_STATUS] = ST_ERROR
+        rf[r, RF_FINISH] = t
+        counters[C_FINISHED] += 1
+        f = ri[r, RI_FN]
+        _area(f, t, fi, ff)
+        fi[f, FI_INSYS] -= 1
+        return
+    pf[p, PF_MEM] += mem
+    nf[n, NF_MEMUSED] += mem
+    pi[p, PI_INFLIGHT] += 1
+    work = rf[r, RF_WORK]
+    if work > 0.0:
+        _node_advance(n, t, nf, n_pods, n_npods, pi, pf)
+        _ph_push(hv, hr, pi[p, PI_HOFF], pi[p, PI_HSIZE], pf[p, PF_V] + work, r)
+        pi[p, PI_HSIZE] += 1
+        pi[p, PI_K] += 1
+        _node_rates_and_key(n, t, nf, n_pods, n_npods, pi, pf, hv, nh_key, nh_pos, nh_heap)
+    elif rf[r, RF_IO] > 0.0:
+        _timer_push(tt, tc, counters, t + rf[r, RF_IO], r)
+    else:
+        _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters)
+
+
+@njit(cache=True)
+def _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
+              nh_key, nh_pos, nh_heap, tt, tc, counters):
+    """Hand queued requests of ``f`` to pods while a ready pod has a free slot (FIFO)."""
+    base = fi[f, FI_START]
+    while fi[f, FI_NEXT] < fi[f, FI_ARRIVED]:
+        r = f_idx[base + fi[f, FI_NEXT]]
+        if ri[r, RI_STATUS] != ST_PENDING:
+            fi[f, FI_NEXT] += 1
+            continue
+        if t - rf[r, RF_T] >= timeout:
+            # the client gave up while the request was still buffered
+            ri[r, RI_STATUS] = ST_TIMEOUT
+            rf[r, RF_FINISH] = rf[r, RF_T] + timeout
+            counters[C_FINISHED] += 1
+            _area(f, t, fi, ff)
+            fi[f, FI_INSYS] -= 1
+            fi[f, FI_NEXT] += 1
+            continue
+        p = _pick_pod(f, fi, f_pods, pi)
+        if p < 0:
+            return
+        fi[f, FI_NEXT] += 1
+        _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_pods, n_npods, hv, hr, nh_key, nh_pos, nh_heap,
+               tt, tc, counters)
+
+
+@njit(cache=True)
+def dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
+             nh_key, nh_pos, nh_heap, tt, tc, counters):
+    """Entry for the control plane: after a pod became ready or a queue might move."""
+    _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
+              nh_key, nh_pos, nh_heap, tt, tc, counters)
+
+
+@njit(cache=True)
+def run_segment(t_limit, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
+                nh_key, nh_pos, nh_heap, tt, tc, counters, stop_t):
+    """Process every event before ``t_limit``; returns STOP_LIMIT, or STOP_POKE (with the function in
+    ``counters[C_STOP_FN]`` and the time in ``stop_t[0]``) right after an arrival for a function
+    whose ``FI_WATCH`` flag the control plane had set."""
+    n_req = rf.shape[0]
+    while True:
+        ia = counters[C_NEXT_ARRIVAL]
+        ta = rf[ia, RF_T] if ia < n_req else INF
+        tn = nh_key[nh_heap[0]] if nh_heap.shape[0] > 0 else INF
+        ttop = tt[0] if counters[C_TIMERS] > 0 else INF
+        t = ta
+        if tn <= t:
+            t = tn
+        if ttop <= t:
+            t = ttop
+        if t >= t_limit:
+            break
+        counters[C_EVENTS] += 1
+        if tn <= ttop and tn <= ta:
+            # ---- the next CPU completion on node n
+            n = nh_heap[0]
+            _node_advance(n, t, nf, n_pods, n_npods, pi, pf)
+            best_p = -1
+            best_dt = INF
+            for j in range(n_npods[n]):
+                p = n_pods[n, j]
+                if pi[p, PI_K] > 0:
+                    dt = (hv[pi[p, PI_HOFF]] - pf[p, PF_V]) / pf[p, PF_RATE]
+                    if dt < best_dt:
+                        best_dt = dt
+                        best_p = p
+            p = best_p
+            off = pi[p, PI_HOFF]
+            r = _ph_pop(hv, hr, off, pi[p, PI_HSIZE])
+            pi[p, PI_HSIZE] -= 1
+            pi[p, PI_K] -= 1
+            _node_rates_and_key(n, t, nf, n_pods, n_npods, pi, pf, hv, nh_key, nh_pos, nh_heap)
+            if rf[r, RF_IO] > 0.0:
+                _timer_push(tt, tc, counters, t + rf[r, RF_IO], r)
+            else:
+                f = ri[r, RI_FN]
+                _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters)
+                _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
+                          nh_key, nh_pos, nh_heap, tt, tc, counters)
+        elif ttop <= ta:
+            code = _timer_pop(tt, tc, counters)
+            if code >= 0:
+                r = code
+                f = ri[r, RI_FN]
+                _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters)
+            else:
+                p = -code - 1
+                if pi[p, PI_STATE] != POD_STARTING:
+                    continue
+                pi[p, PI_STATE] = POD_READY
+                f = pi[p, PI_FN]
+            _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
+                      nh_key, nh_pos, nh_heap, tt, tc, counters)
+        else:
+            # ---- an arrival
+            r = ia
+            counters[C_NEXT_ARRIVAL] = ia + 1
+            f = ri[r, RI_FN]
+            _area(f, t, fi, ff)
+            fi[f, FI_INSYS] += 1
+            fi[f, FI_ARRIVALS] += 1
+            fi[f, FI_ARRIVED] += 1
+            if fi[f, FI_ARRIVED] - fi[f, FI_NEXT] > fi[f, FI_QMAX]:
+                # the activator's per-revision queue is full: 503 at once
+                ri[r, RI_STATUS] = ST_ERROR
+                rf[r, RF_FINISH] = t
+                counters[C_FINISHED] += 1
+                fi[f, FI_INSYS] -= 1
+            elif fi[f, FI_ARRIVED] - fi[f, FI_NEXT] == 1:
+                _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
+                          nh_key, nh_pos, nh_heap, tt, tc, counters)
+            if fi[f, FI_WATCH] != 0:
+                fi[f, FI_WATCH] = 0
+                counters[C_STOP_FN] = f
+                stop_t[0] = t
+                return STOP_POKE
+    # close the concurrency integrals at the limit
+    for f in range(fi.shape[0]):
+        _area(f, t_limit, fi, ff)
+    return STOP_LIMIT

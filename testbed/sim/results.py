@@ -1,0 +1,99 @@
+"""A simulation's output as the RunResult tables every backend writes (``loadgen.results``), and
+the same summary computed straight from the arrays for the training fast path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from loadgen.results import PLACEMENTS_SCHEMA, REQUESTS_SCHEMA
+from testbed.sim import kernel as K
+from testbed.sim.engine import SimOutput
+
+_STATUS = np.array(["pending", "ok", "error", "timeout"], dtype=object)
+
+
+def requests_frame(out: SimOutput) -> pd.DataFrame:
+    """One row per workload request, in workload order (``request_id`` = row)."""
+    n = len(out.status)
+    fnames = np.array(out.function_names, dtype=object)
+    nodes = np.array([*out.node_names, None], dtype=object)
+    served = out.node >= 0
+    finished = out.finish_s
+    http = np.full(n, None, dtype=object)
+    http[out.status == K.ST_OK] = 200
+    # a request that failed on a pod ran out of memory (500); one that never reached a pod was
+    # turned away by the activator's full queue (503)
+    err = out.status == K.ST_ERROR
+    http[err & served] = 500
+    http[err & ~served] = 503
+    cold = np.full(n, None, dtype=object)
+    cold[served] = out.cold[served]
+    frame = pd.DataFrame(
+        {
+            "request_id": np.arange(n, dtype=np.int64),
+            "function": fnames[out.fn] if n else np.array([], dtype=object),
+            "scheduled_s": out.arrival_s,
+            "sent_s": out.arrival_s,
+            "finished_s": finished,
+            "latency_s": finished - out.arrival_s,
+            "status": _STATUS[out.status] if n else np.array([], dtype=object),
+            "http_status": pd.array(http.tolist(), dtype="Int32"),
+            "node": nodes[out.node] if n else np.array([], dtype=object),
+            "cold_start": pd.array(cold.tolist(), dtype="boolean"),
+        }
+    )
+    return frame[REQUESTS_SCHEMA.names]
+
+
+def placements_frame(out: SimOutput) -> pd.DataFrame:
+    """One row per pod the run created (warm min-scale pods included, created at 0)."""
+    rows: dict[str, list[Any]] = {name: [] for name in PLACEMENTS_SCHEMA.names}
+    for p in out.pods:
+        became_ready = p.ready_s is not None and (p.deleted_s is None or p.ready_s <= p.deleted_s) and p.ready_s <= out.sim_end_s
+        rows["pod"].append(p.name)
+        rows["function"].append(out.function_names[p.function])
+        rows["node"].append(out.node_names[p.node] if p.node >= 0 else None)
+        rows["created_s"].append(p.created_s)
+        rows["scheduled_s"].append(p.scheduled_s)
+        rows["ready_s"].append(p.ready_s if became_ready else None)
+        rows["deleted_s"].append(p.deleted_s)
+        rows["image_pull_s"].append(p.image_pull_s)
+        rows["start_s"].append(p.start_s)
+        rows["init_s"].append(p.init_s)
+    frame = pd.DataFrame(rows)
+    for col in ("created_s", "scheduled_s", "ready_s", "deleted_s", "image_pull_s", "start_s", "init_s"):
+        frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(np.float64)
+    return frame[PLACEMENTS_SCHEMA.names]
+
+
+def _pct(values: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(values, q)) if values.size else None
+
+
+def fast_summary(out: SimOutput, *, late_threshold_s: float = 0.020) -> dict[str, Any]:
+    """Exactly ``loadgen.results.summarize(requests_frame(out))``, from the arrays (no frame)."""
+    status = out.status
+    ok = status == K.ST_OK
+    lat = (out.finish_s - out.arrival_s)[ok]
+    lat = lat[np.isfinite(lat)]
+    lag = np.zeros(len(status))
+    served = out.node >= 0
+    return {
+        "count": int(len(status)),
+        "ok": int(ok.sum()),
+        "errors": int((status == K.ST_ERROR).sum()),
+        "timeouts": int((status == K.ST_TIMEOUT).sum()),
+        "cold_starts": int(out.cold[served].sum()),
+        "latency_mean_s": float(lat.mean()) if lat.size else None,
+        "latency_p50_s": _pct(lat, 50),
+        "latency_p95_s": _pct(lat, 95),
+        "latency_p99_s": _pct(lat, 99),
+        "latency_max_s": float(lat.max()) if lat.size else None,
+        "dispatch_lag_p50_s": _pct(lag, 50),
+        "dispatch_lag_p99_s": _pct(lag, 99),
+        "late_dispatches": int((lag > late_threshold_s).sum()),
+        "late_threshold_s": late_threshold_s,
+    }
