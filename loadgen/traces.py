@@ -141,15 +141,15 @@ def _scale_counts(counts: np.ndarray, scale: float, rng: np.random.Generator) ->
     return (base + (rng.random(x.shape) < (x - base))).astype(np.int64)
 
 
-def _spread(starts: np.ndarray, length_s: float, counts: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Spread ``counts[i]`` arrivals uniformly over ``[starts[i], starts[i] + length)``; returns the
-    times and, for each, the index ``i`` it came from. Uniform order statistics are a Poisson
-    process conditioned on its count (InVitro's exponential IATs rescaled to the window)."""
+def _spread(counts: np.ndarray, rng: np.random.Generator, *, file: Path) -> tuple[np.ndarray, np.ndarray]:
+    """For a grid of window counts: the flat index of the window each arrival falls in, and its
+    offset as a fraction of the window, uniform. Uniform order statistics are a Poisson process
+    conditioned on its count (InVitro's exponential IATs rescaled to the window)."""
     total = int(counts.sum())
     if total > MAX_REQUESTS:
-        raise TraceError(f"{total} requests exceed the {MAX_REQUESTS} limit; lower --rate-scale", field="rate_scale")
-    idx = np.repeat(np.arange(counts.size), counts)
-    return starts[idx] + rng.random(idx.size) * length_s, idx
+        raise TraceError(f"{total} requests exceed the {MAX_REQUESTS} limit; lower --rate-scale", file=file, field="rate_scale")
+    flat = np.repeat(np.arange(counts.size), counts.ravel())
+    return flat, rng.random(flat.size)
 
 
 def _scale_requests(n: int, scale: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -279,13 +279,16 @@ _MEM_PCTS = (1, 5, 25, 50, 75, 95, 99, 100)
 
 
 def _quantile_draw(q: np.ndarray, points: np.ndarray, pcts: Sequence[int]) -> np.ndarray:
-    """Interpolate each row's percentile curve at quantile ``q`` (InVitro's sampler: a uniform
-    quantile, linear between the published percentiles, clamped to the outer ones)."""
+    """Interpolate row ``i`` of ``points`` (values at the percentiles ``pcts``) at quantile ``q[i]``:
+    InVitro's sampler (a uniform quantile, linear between the published percentiles, clamped to
+    the outer ones), vectorised over rows."""
     x = np.asarray(pcts, dtype=np.float64) / 100.0
-    out = np.empty(q.size)
-    for i in range(q.size):
-        out[i] = np.interp(q[i], x, points[i])
-    return out
+    q = np.clip(q, x[0], x[-1])
+    hi = np.clip(np.searchsorted(x, q, side="right"), 1, x.size - 1)
+    lo = hi - 1
+    rows = np.arange(q.size)
+    w = (q - x[lo]) / (x[hi] - x[lo])
+    return points[rows, lo] + w * (points[rows, hi] - points[rows, lo])
 
 
 def parse_azure2019(path: Path, rate_scale: float, rng: np.random.Generator) -> ParsedTrace:
@@ -307,9 +310,9 @@ def parse_azure2019(path: Path, rate_scale: float, rng: np.random.Generator) -> 
         r, c = np.argwhere(counts != np.floor(counts))[0]
         raise TraceError(f"count must be a whole number, got {counts[r, c]!r}", file=path, row=_line(r), field=minutes[c])
     scaled = _scale_counts(counts, rate_scale, rng)
-    starts = np.tile((minute_no - minute_no.min()) * 60.0, (len(frame), 1))
-    t, flat = _spread(starts.ravel(), 60.0, scaled.ravel(), rng)
-    row = flat // len(minutes)
+    flat, frac = _spread(scaled, rng, file=path)
+    row, col = np.divmod(flat, len(minutes))
+    t = ((minute_no - minute_no.min())[col] + frac) * 60.0
     dur_path, mem_path = _azure2019_siblings(path)
     duration_s = memory = None
     cpu_s = mem_b = None
@@ -397,9 +400,9 @@ def parse_huawei(path: Path, rate_scale: float, rng: np.random.Generator) -> Par
     window = float(np.median(np.diff(uniq))) if uniq.size > 1 else 1.0
     ts = ts - ts.min()
     scaled = _scale_counts(c, rate_scale, rng)
-    starts = np.repeat(ts, len(names_all))
-    t, flat = _spread(starts, window, scaled.ravel(), rng)
-    col = flat % len(names_all)
+    flat, frac = _spread(scaled, rng, file=path)
+    row, col = np.divmod(flat, len(names_all))
+    t = ts[row] + frac * window
     names = np.asarray([f"fn{n}" for n in names_all], dtype=object)
     per_fn = c.sum(axis=0)
     return ParsedTrace(

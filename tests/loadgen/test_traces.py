@@ -192,3 +192,15 @@ def test_missing_and_garbage_files(tmp_path) -> None:
         read_trace("nope", gz, specs=SPECS)
     with pytest.raises(TraceError, match="no per-request durations"):
         read_trace("huawei", _write_huawei(tmp_path / "h.csv", {"1": [1]}), trace_replay=True, specs=SPECS)
+
+
+def test_quantile_draw_matches_per_row_interpolation() -> None:
+    from loadgen.traces import _DUR_PCTS, _quantile_draw
+
+    rng = np.random.default_rng(0)
+    pts = np.sort(rng.random((50, len(_DUR_PCTS))) * 10, axis=1)
+    q = rng.random(50)
+    q[:3] = [0.0, 1.0, 0.5]
+    x = np.asarray(_DUR_PCTS) / 100.0
+    expected = [np.interp(q[i], x, pts[i]) for i in range(50)]
+    assert np.allclose(_quantile_draw(q, pts, _DUR_PCTS), expected)
