@@ -251,7 +251,7 @@ def replay(
     if failure:
         logger.error("replay failed: %s", failure)
     summary_info = {
-        "backend_replay": {
+        "replay": {
             "targets": targets if isinstance(targets, str) else dict(targets),
             "host_template": host_template,
             "timeout_s": timeout_s,
