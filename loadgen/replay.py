@@ -220,26 +220,32 @@ def replay(
     t0 = time.time()
     try:
         for i, (role, users) in enumerate(roles):
-            log = open(work / f"{role}-{i}.log", "wb")  # noqa: SIM115 - closed with the process below
+            log = open(work / f"{role}-{i}.log", "wb")  # the child keeps its own descriptor
             cmd = _command(role, users=users, run_time_s=run_time, stop_timeout_s=timeout_s + 10,
                            port=port, workers=total_workers, bind_host=master_bind_host)
-            procs.append((role, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)))
-            log.close()
+            try:
+                procs.append((role, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)))
+            except OSError as err:
+                failure = f"cannot start locust ({cmd[0]}): {err}"
+                break
+            finally:
+                log.close()
+        procs_to_wait = [] if failure else procs
         logger.info("replaying %d requests over %.1f s with %s", len(workload), duration,
                     "1 Locust process" if total_workers == 0 else f"a master and {total_workers} workers")
-        head = procs[0][1]
-        try:
-            head.wait(timeout=deadline_s)
-        except subprocess.TimeoutExpired:
-            failure = f"load generator did not finish within {deadline_s:.0f} s"
-        for role, p in procs[1:]:
+        if procs_to_wait:
             try:
-                p.wait(timeout=15)
+                procs_to_wait[0][1].wait(timeout=deadline_s)
             except subprocess.TimeoutExpired:
-                failure = failure or f"locust {role} did not exit"
-        rcs = [p.returncode for _, p in procs]
-        if failure is None and any(rc not in (0, None) for rc in rcs):
-            failure = f"locust exited with status {rcs} (see {work}/*.log)"
+                failure = f"load generator did not finish within {deadline_s:.0f} s"
+            for role, p in procs_to_wait[1:]:
+                try:
+                    p.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    failure = failure or f"locust {role} did not exit"
+            rcs = [p.returncode for _, p in procs_to_wait]
+            if failure is None and any(rc not in (0, None) for rc in rcs):
+                failure = f"locust exited with status {rcs} (see {work}/*.log)"
     finally:
         for _, p in procs:
             if p.poll() is None:

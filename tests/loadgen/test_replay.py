@@ -142,3 +142,11 @@ def test_a_worker_with_nothing_but_the_master_address_gets_the_plan(tmp_path) ->
     assert not result.failed, result.summary.get("failure")
     assert result.summary["ok"] == 10
     assert sorted(p.name for p in (tmp_path / "run" / "locust").glob("records-*.json")) == ["records-0.json", "records-1.json"]
+
+
+def test_missing_locust_binary_is_a_failed_run(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(replay_mod, "_command", lambda role, **kw: [str(tmp_path / "no-such-locust")])
+    wl = make_workload([0.0, 0.1], ["a", "a"])
+    result = replay(wl, "http://127.0.0.1:9/", tmp_path / "run", timeout_s=1.0)
+    assert result.failed and "cannot start locust" in result.summary["failure"]
+    assert result.summary["count"] == result.summary["errors"] == 2
