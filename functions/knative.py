@@ -106,10 +106,36 @@ def autoscaling_annotations(spec: FunctionSpec) -> dict[str, str]:
     return ann
 
 
+def memory_quantity(nbytes: int) -> str:
+    """Bytes in the canonical binary-SI spelling the API server would print (``64Mi``, ``1Gi``)."""
+    for suffix, size in (
+        ("Ei", 2**60),
+        ("Pi", 2**50),
+        ("Ti", 2**40),
+        ("Gi", 2**30),
+        ("Mi", 2**20),
+        ("Ki", 2**10),
+    ):
+        if nbytes and nbytes % size == 0:
+            return f"{nbytes // size}{suffix}"
+    return str(nbytes)
+
+
+def cpu_quantity(milli: int) -> str:
+    """Millicores as a quantity: whole cores without the ``m`` (``1``), else ``250m``."""
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
 def _resources(spec: FunctionSpec) -> dict[str, dict[str, str]]:
     return {
-        "requests": {"cpu": f"{spec.cpu_request_milli}m", "memory": str(spec.memory_request_bytes)},
-        "limits": {"cpu": f"{spec.cpu_limit_milli}m", "memory": str(spec.memory_limit_bytes)},
+        "requests": {
+            "cpu": cpu_quantity(spec.cpu_request_milli),
+            "memory": memory_quantity(spec.memory_request_bytes),
+        },
+        "limits": {
+            "cpu": cpu_quantity(spec.cpu_limit_milli),
+            "memory": memory_quantity(spec.memory_limit_bytes),
+        },
     }
 
 

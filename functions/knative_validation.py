@@ -96,11 +96,11 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 
 def parse_go_duration(text: str) -> float | None:
     """Seconds of a Go duration string (``1m30s``, ``1.5s``, ``0``); None if Go would reject it."""
-    s = text.strip()
+    s = text
     if s in ("0", "+0", "-0"):
         return 0.0
     sign = 1.0
-    if s[:1] in "+-":
+    if s and s[0] in "+-":
         sign, s = (-1.0 if s[0] == "-" else 1.0), s[1:]
     if not s:
         return None

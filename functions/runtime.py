@@ -29,9 +29,10 @@ import importlib
 import json
 import logging
 import os
+import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,32 @@ def build_app(
     return FunctionApp(config, concurrency=concurrency, node_name=node_name)
 
 
+def _server_class() -> type:
+    """uvicorn's Server, but a drained SIGTERM/SIGINT ends the process with status 0.
+
+    uvicorn (>= 0.29) re-raises a captured signal once it has shut down, so the process would
+    die *by* SIGTERM after draining cleanly; a container runtime reads that as exit 143. The
+    drain itself (stop accepting, finish in-flight requests, run the lifespan shutdown) is
+    uvicorn's own ``handle_exit`` and is unchanged.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Server
+
+
 def serve(
     name: str,
     *,
@@ -315,7 +342,7 @@ def serve(
         lifespan="on",
         timeout_graceful_shutdown=int(graceful_timeout_s),
     )
-    server = uvicorn.Server(config)
+    server = _server_class()(config)
     instance.shutdown_requested = lambda: bool(server.should_exit)
     log.info("serving %s on http://%s:%d", name, host, port)
     asyncio.run(server.serve())
