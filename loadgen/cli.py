@@ -65,13 +65,20 @@ def from_trace(
     functions: str | None = typer.Option(None, "--functions", help="suite functions to map onto, comma-separated"),
     seed: int = typer.Option(0, "--seed"),
     trace_replay: bool = typer.Option(False, "--trace-replay", help="send all to the trace-driven function with the trace's own durations"),
+    window: str | None = typer.Option(None, "--window", help="START,END in trace seconds: keep only that span"),
     out: Path = typer.Option(..., "-o", "--out", help="workload Parquet file to write"),
 ) -> None:
     """Turn a public trace into a workload."""
     from loadgen.traces import read_trace
 
+    span = None
+    if window is not None:
+        bounds = _floats(window, "--window")
+        if len(bounds) != 2:
+            raise InputError(f"expected START,END, got {window!r}", field="--window")
+        span = (bounds[0], bounds[1])
     wl = read_trace(kind, path, minutes=minutes, rate_scale=rate_scale, functions=_names(functions), seed=seed,
-                    trace_replay=trace_replay)
+                    trace_replay=trace_replay, window_s=span)
     write_workload(wl, out)
     _print_summary(wl, out)
 

@@ -412,6 +412,28 @@ def parse_huawei(path: Path, rate_scale: float, rng: np.random.Generator) -> Par
     )
 
 
+def _window(parsed: ParsedTrace, start: float, end: float) -> ParsedTrace:
+    """The arrivals in ``[start, end)`` trace seconds, shifted to start at 0."""
+    if not (np.isfinite(start) and np.isfinite(end) and 0 <= start < end):
+        raise TraceError(f"window must satisfy 0 <= start < end, got ({start!r}, {end!r})", field="window_s")
+    span = min(end, parsed.span_s) - start
+    if span <= 0:
+        raise TraceError(f"window starts at {start:g} s, after the trace ends ({parsed.span_s:g} s)", field="window_s")
+    keep = (parsed.t_s >= start) & (parsed.t_s < end)
+    sel = np.flatnonzero(keep)
+    names, counts = np.unique(parsed.trace_function[sel].astype(str), return_counts=True)
+    n_in = dict(zip(names.tolist(), counts.tolist(), strict=True))
+    functions = [TraceFunction(f.name, n_in[f.name], f.duration_s, f.memory_bytes) for f in parsed.functions if f.name in n_in]
+    return ParsedTrace(
+        t_s=parsed.t_s[sel] - start, trace_function=parsed.trace_function[sel],
+        span_s=span,
+        functions=functions,
+        cpu_s=None if parsed.cpu_s is None else parsed.cpu_s[sel],
+        memory_bytes=None if parsed.memory_bytes is None else parsed.memory_bytes[sel],
+        extra={**parsed.extra, "trace_window_s": [start, end]},
+    )
+
+
 READERS: dict[str, Callable[[Path, float, np.random.Generator], ParsedTrace]] = {
     "alibaba-genai": parse_alibaba_genai,
     "alibaba-genai-qps": parse_alibaba_genai_qps,
@@ -433,8 +455,12 @@ def read_trace(
     seed: int = 0,
     trace_replay: bool = False,
     specs: Mapping[str, FunctionSpec] | None = None,
+    window_s: tuple[float, float] | None = None,
 ) -> Workload:
     """Turn a trace file into a Workload (see the module docstring for every step).
+
+    ``window_s = (start, end)`` keeps only the arrivals in that span of trace seconds (from the
+    trace's start) before compression, e.g. ``(0, 86400)`` for the first day of a multi-day trace.
 
     ``functions`` restricts the suite subset trace functions map onto (default: every discovered
     spec); ``specs`` overrides discovery (tests build specs with ``parse_spec``). With ``trace_replay``
@@ -450,6 +476,8 @@ def read_trace(
     path = Path(path)
     rng = np.random.default_rng(seed)
     parsed = READERS[kind](path, float(rate_scale), rng)
+    if window_s is not None:
+        parsed = _window(parsed, float(window_s[0]), float(window_s[1]))
     factor = (float(minutes) * 60.0 / parsed.span_s) if minutes is not None else 1.0
     t = parsed.t_s * factor
     meta: dict[str, Any] = {

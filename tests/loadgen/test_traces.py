@@ -204,3 +204,15 @@ def test_quantile_draw_matches_per_row_interpolation() -> None:
     x = np.asarray(_DUR_PCTS) / 100.0
     expected = [np.interp(q[i], x, pts[i]) for i in range(50)]
     assert np.allclose(_quantile_draw(q, pts, _DUR_PCTS), expected)
+
+
+def test_window_keeps_one_day_then_compresses_it(shared_traces) -> None:
+    path = _genai(shared_traces)
+    raw = pd.read_csv(path, usecols=["gmt_create"])
+    secs = (pd.to_datetime(raw["gmt_create"]) - pd.to_datetime(raw["gmt_create"]).min()).dt.total_seconds()
+    in_day = int(((secs >= 86400) & (secs < 2 * 86400)).sum())
+    wl = read_trace("alibaba-genai", path, window_s=(86400, 2 * 86400), minutes=10, specs=SPECS, seed=0)
+    assert len(wl) == in_day and wl.frame["t_s"].max() <= 600.0
+    assert wl.metadata["time_compression"] == pytest.approx(600 / 86400)
+    with pytest.raises(TraceError, match="after the trace ends"):
+        read_trace("alibaba-genai", path, window_s=(1e9, 2e9), specs=SPECS)
