@@ -57,6 +57,10 @@ app.add_typer(sim_app, name="sim", help="The discrete-event simulator of Knative
 from testbed.local.cli import app as testbed_app  # noqa: E402
 
 app.add_typer(testbed_app, name="testbed", help="The embedded lab: up, status, down.")
+from testbed.local.cli import calibrate_cmd, fidelity_cmd  # noqa: E402
+
+app.command("fidelity")(fidelity_cmd)
+app.command("calibrate")(calibrate_cmd)
 
 from loadgen.cli import bench_replay, replay_command, workload_app  # noqa: E402
 

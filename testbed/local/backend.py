@@ -75,7 +75,7 @@ class LocalBackend:
         """Switch the lab scheduler's profile live (pods created from now on use it)."""
         from testbed.local.placement import profile_to_config_dict
 
-        self.client.set_profile_config(profile_to_config_dict(profile))
+        self.client.set_profile_config(profile_to_config_dict(profile), profile.scheduler_name)
         self.profile = profile
 
     def reset(self) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import typer
@@ -89,3 +90,81 @@ def down_cmd(state_dir: Path | None = _STATE) -> None:
         f"lab down: stopped {stopped['controller']} controller, {stopped['agent']} agent(s), "
         f"{stopped['instance']} instance(s); removed {stopped['cgroups']} cgroup(s)"
     )
+
+
+def _workload(spec: str, duration_s: float, seed: int):
+    """``lab`` (the lab recipe of testbed.local.scenario) or a Parquet workload file."""
+    if spec == "lab":
+        from testbed.local.scenario import lab_workload
+
+        return lab_workload(seed, duration_s=duration_s)
+    from loadgen.workload import read_workload
+
+    return read_workload(spec)
+
+
+def fidelity_cmd(
+    cluster: str = typer.Option("lab-small", "--cluster", help="Cluster spec: a path or a shipped name."),
+    workload: str = typer.Option("lab", "--workload", help="A Parquet workload, or 'lab' for the lab recipe."),
+    duration: float = typer.Option(30.0, "--duration", help="Seconds of the 'lab' recipe."),
+    profiles: int = typer.Option(8, "--profiles", "-k", help="Number of profiles K (the default one plus K-1 random)."),
+    calibration: Path | None = typer.Option(None, "--calibration", help="A file from `scoretune calibrate`: also compare the calibrated simulator."),
+    out: Path = typer.Option(Path("runs/fidelity"), "--out", help="Directory for the runs and fidelity.json."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the workload recipe, the profiles and the simulator."),
+) -> None:
+    """Run the same K profiles on `local` and `sim`; print the Spearman rank correlation of their
+    mean and p95 latencies."""
+    from testbed.local.backend import LocalBackend
+    from testbed.local.fidelity import apply_calibration, fidelity, fidelity_profiles, load_calibration
+    from testbed.sim.backend import SimBackend
+
+    wl = _workload(workload, duration, seed)
+    profs = fidelity_profiles(profiles, seed=seed)
+    sims = {"sim": SimBackend(cluster, seed=seed)}
+    if calibration is not None:
+        sims["sim-calibrated"] = SimBackend(cluster, apply_calibration(None, load_calibration(calibration)), seed=seed)
+    c = _console()
+    with LocalBackend(cluster, seed=seed) as local:
+        c.print(f"notice: {local.cpu_notice}")
+        report = fidelity(local, sims, wl, profs, out, seed=seed)
+    from rich.table import Table
+
+    t = Table("profile", "local mean", "local p95", *[f"{lb} {m}" for lb in sims for m in ("mean", "p95")])
+    for r in report["rows"]:
+        t.add_row(str(r["profile"]), f"{r['local_mean_s']:.4f}", f"{r['local_p95_s']:.4f}",
+                  *[f"{r[f'{lb}_{m}_s']:.4f}" for lb in sims for m in ("mean", "p95")])
+    c.print(t)
+    for lb, rho in report["rho"].items():
+        c.print(f"{lb}: Spearman rho(mean) = {rho['mean']}, rho(p95) = {rho['p95']}  ({len(profs)} profiles, {len(wl)} requests)")
+    c.print(f"written: {out / 'fidelity.json'}")
+
+
+def calibrate_cmd(
+    cluster: str = typer.Option("lab-small", "--cluster", help="Cluster spec: a path or a shipped name."),
+    workload: str = typer.Option("lab", "--workload", help="A Parquet workload, or 'lab' for the lab recipe."),
+    duration: float = typer.Option(30.0, "--duration", help="Seconds of the 'lab' recipe."),
+    profiles: int = typer.Option(2, "--profiles", "-k", help="Measure under this many profiles (default + random)."),
+    out: Path = typer.Option(Path("runs/calibration/lab-small.yaml"), "--out", help="Calibration file to write."),
+    runs: Path = typer.Option(Path("runs/calibration/runs"), "--runs", help="Directory for the measurement runs."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the workload recipe (differs from fidelity's default 0)."),
+) -> None:
+    """Fit the simulator's timing parameters (work per request, cold-start parts) from lab runs."""
+    from testbed.local.backend import LocalBackend
+    from testbed.local.fidelity import calibrate, fidelity_profiles, write_calibration
+
+    wl = _workload(workload, duration, seed)
+    profs = fidelity_profiles(max(2, profiles), seed=seed)[: max(1, profiles)]
+    c = _console()
+    with LocalBackend(cluster, seed=seed) as local:
+        c.print(f"notice: {local.cpu_notice}")
+        fitted, _ = calibrate(local, wl, runs, profiles=profs, seed=seed)
+    info = {"cluster": cluster, "workload": wl.name, "requests": len(wl), "profiles": len(profs), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_calibration(out, fitted, info=info)
+    from rich.table import Table
+
+    t = Table("function", "work_cpu_s mean", "start_s", "init_s", "warm samples", "cold samples")
+    for fn, f in fitted.items():
+        t.add_row(fn, f"{f.get('work_cpu_s_mean', float('nan')):.4f}", f"{f.get('start_s', float('nan')):.3f}",
+                  f"{f.get('init_s', float('nan')):.3f}", str(f["warm_samples"]), str(f["cold_samples"]))
+    c.print(t)
+    c.print(f"written: {out}")

@@ -152,6 +152,8 @@ class Controller:
                 continue  # unschedulable for now; retried on the next tick
             inst.node = node
             inst.scheduled_s = time.time()
+            # The node holds (or is pulling) the image from now on, as the simulator records it.
+            self.placer.add_image(node, spec.image)
             inst.state = "starting"
             self._spawn(self._start(rev, inst))
 
@@ -180,7 +182,6 @@ class Controller:
         inst.init_s = float(body["init_s"])
         inst.ready_s = time.time()
         inst.state = "ready"
-        self.placer.add_image(inst.node, self.specs[inst.function].image)
         rev.dispatch()
 
     def _gone(self, rev: Revision, inst: Instance) -> None:
@@ -430,7 +431,7 @@ class Controller:
         async def profile(request: web.Request) -> web.Response:
             body = await request.json()
             try:
-                prof = profile_from_config_dict(body["config"])
+                prof = profile_from_config_dict(body["config"], body.get("scheduler_name"))
             except Exception as err:  # reported to the client, which raises it as a ConfigError
                 return web.json_response({"error": str(err)}, status=400)
             self.placer.set_profile(prof)

@@ -103,8 +103,8 @@ class LabClient:
         except requests.RequestException:
             return False
 
-    def set_profile_config(self, config: dict[str, Any]) -> None:
-        self._call("POST", "profile", {"config": config})
+    def set_profile_config(self, config: dict[str, Any], scheduler_name: str | None = None) -> None:
+        self._call("POST", "profile", {"config": config, "scheduler_name": scheduler_name})
 
     def reset(self) -> None:
         self._call("POST", "reset", {})

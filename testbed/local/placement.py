@@ -1,4 +1,5 @@
-"""Placing instances with testbed/scheduler, the same way the simulator does.
+"""Placing instances with testbed/scheduler, the same way the simulator does (it reuses the
+simulator's ``make_scheduler`` and ``add_node_image``).
 
 Every new instance is a Knative revision pod (``functions.knative.revision_pod``: user container
 plus queue-proxy, the revision labels and the preferred hostname anti-affinity), scheduled with the
@@ -9,7 +10,6 @@ view of that node is refreshed (the kubelet reports pulled images in its node st
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +22,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def profile_from_config_dict(data: dict[str, Any]) -> Any:
-    """The first profile of a KubeSchedulerConfiguration mapping (how profiles cross processes)."""
+def profile_from_config_dict(data: dict[str, Any], scheduler_name: str | None = None) -> Any:
+    """The profile named ``scheduler_name`` (else the last one) of a KubeSchedulerConfiguration
+    mapping: how a profile crosses from the backend to the controller process. A profile under a
+    second scheduler name travels beside the untouched default profile (``config_for_profile``)."""
     from testbed.scheduler.config import parse_config
 
-    return parse_config(data, file="<profile>").profiles[0]
+    profiles = parse_config(data, file="<profile>").profiles
+    for prof in profiles:
+        if prof.scheduler_name == scheduler_name:
+            return prof
+    return profiles[-1]
 
 
 def profile_to_config_dict(profile: Any) -> dict[str, Any]:
@@ -46,8 +52,18 @@ def revision_pod_object(spec: FunctionSpec, name: str, scheduler_name: str | Non
 class Placer:
     """The scheduler over the lab's nodes, with the binding of every live instance."""
 
-    def __init__(self, cluster: ClusterSpec, specs: dict[str, FunctionSpec], profile: Profile, *, seed: int = 0) -> None:
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        specs: dict[str, FunctionSpec],
+        profile: Profile,
+        *,
+        seed: int = 0,
+        kube_version: str = "1.36",
+    ) -> None:
         self.cluster = cluster
+        self.specs = specs
+        self.kube_version = kube_version
         self.image_sizes = {s.image: s.image_size_bytes for s in specs.values()}
         self.profile = profile
         self.seed = seed
@@ -65,14 +81,14 @@ class Placer:
         self._build()
 
     def _build(self) -> None:
-        from testbed.scheduler.framework import Scheduler
-        from testbed.scheduler.objects import node_from_k8s
+        """A scheduler over the spec's nodes, with the simulator's own construction, then the
+        current image caches, bindings and readiness applied on top."""
+        from testbed.sim.scheduling import add_node_image, make_scheduler
 
-        nodes = []
-        for n in self.cluster.nodes:
-            view = dataclasses.replace(n, images=tuple(sorted(self.images[n.name])))
-            nodes.append(node_from_k8s(view.to_k8s_node(self.image_sizes)))
-        self.scheduler = Scheduler(nodes, self.profile, seed=self.seed)
+        self.scheduler = make_scheduler(self.cluster, self.specs, self.profile, kube_version=self.kube_version, seed=self.seed)
+        for i, n in enumerate(self.cluster.nodes):
+            for image in sorted(self.images[n.name] - set(n.images)):
+                add_node_image(self.scheduler, i, image, self.image_sizes.get(image, 0))
         for pod, idx in self.bound.values():
             self.scheduler.bind(pod, idx)
         for i, name in enumerate(self.names):
@@ -85,12 +101,9 @@ class Placer:
 
     def fits_somewhere(self, pod: Any) -> bool:
         """Whether ``pod`` could be placed on the *empty* cluster (a spec that can never fit)."""
-        from testbed.scheduler.framework import Scheduler
-        from testbed.scheduler.objects import node_from_k8s
+        from testbed.sim.scheduling import make_scheduler
 
-        empty = Scheduler(
-            [node_from_k8s(n.to_k8s_node(self.image_sizes)) for n in self.cluster.nodes], self.profile, seed=self.seed
-        )
+        empty = make_scheduler(self.cluster, self.specs, self.profile, kube_version=self.kube_version, seed=self.seed)
         return empty.schedule(pod) is not None
 
     def place(self, pod_name: str, pod: Any) -> str | None:
@@ -108,9 +121,12 @@ class Placer:
             self.scheduler.unbind(*entry)
 
     def add_image(self, node: str, image: str) -> None:
+        """The node pulled ``image``: ImageLocality sees it from now on (as in the simulator)."""
+        from testbed.sim.scheduling import add_node_image
+
         if image not in self.images[node]:
             self.images[node].add(image)
-            self._build()
+            add_node_image(self.scheduler, self.names.index(node), image, self.image_sizes.get(image, 0))
 
     def set_ready(self, node: str, ready: bool) -> None:
         self.ready[node] = ready
