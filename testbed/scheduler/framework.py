@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from testbed.errors import TestbedError
-from testbed.scheduler import scoring
+from testbed.scheduler import kernels, scoring
 from testbed.scheduler.config import Profile
 from testbed.scheduler.objects import (
     CPU,
@@ -122,9 +122,11 @@ class _Plan:
     __slots__ = (
         "mask",
         "fit_pod",
+        "fit_pod_vec",
         "fit_skip",
         "fit_check",
         "bal_pod",
+        "bal_pod_vec",
         "bal_skip",
         "best_effort",
         "node_aff",
@@ -406,7 +408,8 @@ class Scheduler:
             v = int(t.nonzero[row]) if row >= 0 else int(pod.requests.get(r, 0))
             fit_pod.append(v)
             fit_skip.append(row < 0 or (is_scalar_resource(r) and v == 0))
-        p.fit_pod = np.array(fit_pod, dtype=np.int64)[:, None]
+        p.fit_pod_vec = np.array(fit_pod, dtype=np.int64)
+        p.fit_pod = p.fit_pod_vec[:, None]
         p.fit_skip = np.array(fit_skip, dtype=bool)
         bal_pod = []
         bal_skip = []
@@ -414,7 +417,8 @@ class Scheduler:
             v = int(t.req[row]) if row >= 0 else int(pod.requests.get(r, 0))
             bal_pod.append(v)
             bal_skip.append(row < 0 or (is_scalar_resource(r) and v == 0))
-        p.bal_pod = np.array(bal_pod, dtype=np.int64)[:, None]
+        p.bal_pod_vec = np.array(bal_pod, dtype=np.int64)
+        p.bal_pod = p.bal_pod_vec[:, None]
         p.bal_skip = np.array(bal_skip, dtype=bool)
         p.best_effort = not any(bal_pod)
         p.node_aff = t.node_aff_raw + self._added_pref_raw
@@ -527,11 +531,17 @@ class Scheduler:
         w = self._weights
         out: dict[str, np.ndarray] = {}
         skipped: list[str] = []
+        fast = kernels.AVAILABLE
         if "TaintToleration" in w:
-            out["TaintToleration"] = scoring.default_normalize(t.taint_raw[idx], reverse=True)
+            if fast:
+                out["TaintToleration"] = kernels.default_normalize(t.taint_raw, idx, True)
+            else:
+                out["TaintToleration"] = scoring.default_normalize(t.taint_raw[idx], reverse=True)
         if "NodeAffinity" in w:
             if p.node_aff_skip:
                 skipped.append("NodeAffinity")
+            elif fast:
+                out["NodeAffinity"] = kernels.default_normalize(p.node_aff, idx, False)
             else:
                 out["NodeAffinity"] = scoring.default_normalize(p.node_aff[idx])
         if "NodeResourcesFit" in w:
@@ -557,12 +567,16 @@ class Scheduler:
         return out, skipped
 
     def _fit_score(self, p: _Plan, idx: np.ndarray) -> np.ndarray:
+        strategy = self.profile.fit.strategy
+        if kernels.AVAILABLE and strategy != "RequestedToCapacityRatio":
+            return kernels.fit_scores(
+                self._nonzero, self._alloc, self._fit_rows, idx, p.fit_pod_vec, p.fit_skip, self._fit_weights, strategy == "MostAllocated"
+            )
         rows = np.where(self._fit_rows >= 0, self._fit_rows, 0)
         req = self._nonzero[rows][:, idx] + p.fit_pod
         alloc = self._alloc[rows][:, idx]
         if p.fit_skip.any():
             alloc = np.where(p.fit_skip[:, None], 0, alloc)
-        strategy = self.profile.fit.strategy
         if strategy == "LeastAllocated":
             return scoring.least_allocated(req, alloc, self._fit_weights)
         if strategy == "MostAllocated":
@@ -570,6 +584,8 @@ class Scheduler:
         return scoring.requested_to_capacity_ratio(req, alloc, self._fit_weights, self.profile.fit.shape)
 
     def _balanced_score(self, p: _Plan, idx: np.ndarray) -> np.ndarray:
+        if kernels.AVAILABLE:
+            return kernels.balanced_scores(self._requested, self._alloc, self._bal_rows, idx, p.bal_pod_vec, p.bal_skip, self._balance_change)
         rows = np.where(self._bal_rows >= 0, self._bal_rows, 0)
         without = self._requested[rows][:, idx]
         alloc = self._alloc[rows][:, idx]
@@ -601,6 +617,8 @@ class Scheduler:
                 cnt = per_dom[dom[idx]]
             weight = scoring.topology_normalizing_weight(size)
             total += np.where(has[idx], cnt * weight + float(skew - 1), 0.0)
+        if kernels.AVAILABLE:
+            return kernels.spread_normalize(total, ignored)
         raw = np.where(ignored, 0, scoring.go_round(total))
         return scoring.topology_spread_normalize(raw, ignored)
 
