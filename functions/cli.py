@@ -102,7 +102,7 @@ def invoke_command(
         None, "--payload", "-p", help="JSON object merged over the spec's default payload."
     ),
 ) -> None:
-    """Run a handler in this process and print its JSON result (timings go to the log)."""
+    """Run a handler in this process and print its JSON result (timings in the -v debug log)."""
     from functions.payload import PayloadError
     from functions.runtime import import_handler
 
@@ -119,7 +119,7 @@ def invoke_command(
         raise
     except Exception as err:
         raise FunctionsError(f"{name} failed: {type(err).__name__}: {err}") from err
-    log.info("%s: cpu %.4f s, wall %.4f s", name, time.process_time() - c0, time.perf_counter() - w0)
+    log.debug("%s: cpu %.4f s, wall %.4f s", name, time.process_time() - c0, time.perf_counter() - w0)
     _echo_json(result)
 
 
