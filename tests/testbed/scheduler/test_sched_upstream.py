@@ -12,10 +12,16 @@ from dataclasses import replace
 
 import pytest
 
-from testbed.scheduler.builders import exists, label_in, make_node, make_pod, weighted_term
-from testbed.scheduler.config import BalancedAllocationArgs, Profile, default_profile, profile_from_weights
+from testbed.scheduler.builders import exists, label_in, make_node, make_pod, pod_obj, weighted_term
+from testbed.scheduler.config import (
+    BalancedAllocationArgs,
+    Profile,
+    default_profile,
+    parse_config,
+    profile_from_weights,
+)
 from testbed.scheduler.framework import Scheduler
-from testbed.scheduler.objects import HOSTNAME_LABEL
+from testbed.scheduler.objects import HOSTNAME_LABEL, normalized_image_name, pod_from_k8s
 
 SKIP = "skip"
 EXT = "abc.com/xyz"
@@ -301,24 +307,39 @@ def test_balanced_allocation_skips_best_effort_pods():
 # --- imagelocality/image_locality_test.go ---------------------------------------------------------
 
 MB = 1024 * 1024
-NODE_40_300_2000 = [(["gcr.io/40:latest", "gcr.io/40:v1", "gcr.io/40:v1"], 40 * MB), (["gcr.io/300:latest", "gcr.io/300:v1"], 300 * MB), (["gcr.io/2000:latest"], 2000 * MB)]
-NODE_250_10 = [(["gcr.io/250:latest"], 250 * MB), (["gcr.io/10:latest", "gcr.io/10:v1"], 10 * MB)]
+N_40_300_2000 = [(["gcr.io/40:latest", "gcr.io/40:v1", "gcr.io/40:v1"], 40 * MB), (["gcr.io/300:latest", "gcr.io/300:v1"], 300 * MB), (["gcr.io/2000:latest"], 2000 * MB)]
+N_250_10 = [(["gcr.io/250:latest"], 250 * MB), (["gcr.io/10:latest", "gcr.io/10:v1"], 10 * MB)]
+N_600_40_900 = [(["gcr.io/600:latest"], 600 * MB), (["gcr.io/40:latest"], 40 * MB), (["gcr.io/900:latest"], 900 * MB)]
+N_300_600_900 = [(["gcr.io/300:latest"], 300 * MB), (["gcr.io/600:latest"], 600 * MB), (["gcr.io/900:latest"], 900 * MB)]
+N_4000_30 = [(["gcr.io/4000:latest"], 4000 * MB), (["gcr.io/30:latest"], 30 * MB)]
+N_20_30_40 = [(["gcr.io/20:latest"], 20 * MB), (["gcr.io/30:latest"], 30 * MB), (["gcr.io/40:latest"], 40 * MB)]
 
 
 @pytest.mark.parametrize(
-    "name,images,three_nodes,want",
+    "name,images,init_images,node_images,want",
     [
-        ("two images spread on two nodes, prefer the larger image one", ["gcr.io/40", "gcr.io/250"], False, [0, 5]),
-        ("two images on one node, prefer this node", ["gcr.io/40", "gcr.io/300"], False, [7, 0]),
-        ("if exceed limit, use limit", ["gcr.io/10", "gcr.io/2000"], False, [49, 0]),
-        ("if exceed limit, use limit (with node which has no images present)", ["gcr.io/10", "gcr.io/2000"], True, [32, 0, 0]),
+        ("two images spread on two nodes, prefer the larger image one", ["gcr.io/40", "gcr.io/250"], [], [N_40_300_2000, N_250_10], [0, 5]),
+        ("two images on one node, prefer this node", ["gcr.io/40", "gcr.io/300"], [], [N_40_300_2000, N_250_10], [7, 0]),
+        ("if exceed limit, use limit", ["gcr.io/10", "gcr.io/4000"], [], [N_4000_30, N_250_10], [100, 0]),
+        ("if exceed limit, use limit (with node which has no images present)", ["gcr.io/10", "gcr.io/4000"], [], [N_4000_30, N_250_10, []], [66, 0, 0]),
+        ("pod with multiple large images, node2 is preferred", ["gcr.io/300", "gcr.io/600", "gcr.io/900"], [], [N_600_40_900, N_300_600_900, []], [32, 36, 0]),
+        ("pod with multiple small images", ["gcr.io/30", "gcr.io/40"], [], [N_20_30_40, N_4000_30], [1, 0]),
+        ("include InitContainers", ["gcr.io/30"], ["gcr.io/300"], [N_40_300_2000, N_20_30_40], [6, 0]),
     ],
 )
-def test_image_locality(name, images, three_nodes, want):
-    ns = [make_node("machine1", images=NODE_40_300_2000), make_node("machine2", images=NODE_250_10)]
-    if three_nodes:
-        ns.append(make_node("machine3"))
-    assert run("ImageLocality", ns, make_pod(images=images)) == want
+def test_image_locality(name, images, init_images, node_images, want):
+    ns = [make_node(f"node{i + 1}", images=imgs) for i, imgs in enumerate(node_images)]
+    obj = pod_obj(images=images)
+    obj["spec"]["initContainers"] = [{"name": f"init{i}", "image": img} for i, img in enumerate(init_images)]
+    assert run("ImageLocality", ns, pod_from_k8s(obj)) == want
+
+
+@pytest.mark.parametrize(
+    "image,want",
+    [("root", "root:latest"), ("gcr.io:5000/root", "gcr.io:5000/root:latest"), ("root:tag", "root:tag"), ("root@sha256:" + "a" * 64, "root@sha256:" + "a" * 64)],
+)
+def test_normalized_image_name(image, want):
+    assert normalized_image_name(image) == want
 
 
 # --- tainttoleration/taint_toleration_test.go ----------------------------------------------------
@@ -400,16 +421,25 @@ def test_node_affinity_score(name, affinity, labels, want):
     assert run("NodeAffinity", nodes, make_pod(affinity=affinity)) == want
 
 
-def test_node_affinity_added_affinity():
-    """The profile's addedAffinity preferred terms are scored for every pod."""
-    from testbed.scheduler.config import NodeAffinityArgs
-    from testbed.scheduler.selectors import NodeSelectorTerm, Requirement
+def _added(preferred):
+    """A profile whose NodeAffinityArgs.addedAffinity has these preferred terms, through the config parser."""
+    doc = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [{"name": "NodeAffinity", "args": {"addedAffinity": preferred["nodeAffinity"]}}]}],
+    }
+    return parse_config(doc).profile()
 
-    term = NodeSelectorTerm((Requirement("key", "In", ("value",)),))
-    prof = replace(default_profile(), node_affinity=NodeAffinityArgs(added_preferred=((5, term),)))
-    nodes = [make_node(f"machine{i + 1}", labels=lab) for i, lab in enumerate([LABEL1, LABEL5, LABEL2])]
-    # raw: pod term +2 on foo=bar, added term +5 on key=value -> 2, 7, 5; normalised 100*s/7
-    assert run("NodeAffinity", nodes, make_pod(affinity=AFFINITY1), profile=prof) == [28, 100, 71]
+
+def test_node_affinity_added_affinity():
+    nodes = [make_node("node1", labels=LABEL1), make_node("node2", labels=LABEL2)]
+    assert run("NodeAffinity", nodes, make_pod(), profile=_added(AFFINITY1)) == [100, 0]
+
+
+def test_node_affinity_added_affinity_and_pod_affinity():
+    nodes = [make_node("node1", labels=LABEL1), make_node("node2", labels=LABEL2), make_node("node3", labels=LABEL5)]
+    prof = _added(_pref((3, [("key", ["value"])])))
+    assert run("NodeAffinity", nodes, make_pod(affinity=AFFINITY1), profile=prof) == [40, 60, 100]
 
 
 # --- interpodaffinity/scoring_test.go (TestPreferredAffinity) ------------------------------------
