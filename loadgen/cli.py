@@ -293,16 +293,23 @@ def bench_replay(
     steps = []
     best = None
     rate = start_rate
-    while rate <= max_rate:
-        step = _bench_step(rate, duration, workers, seed)
-        steps.append(step)
-        logger.info("rate %.0f/s: lag p99 %s ms", rate, step["dispatch_lag_p99_ms"])
-        good = (not step["failed"] and step["ok"] == step["requests"] and step["dispatch_lag_p99_ms"] is not None
-                and step["dispatch_lag_p99_ms"] < lag_limit_ms)
-        if not good:
-            break
-        best = step
-        rate = round(rate * factor)
+    # stdout carries exactly one JSON line (`make bench` reads it): progress goes to stderr
+    quiet = logging.getLogger("loadgen")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        while rate <= max_rate:
+            step = _bench_step(rate, duration, workers, seed)
+            steps.append(step)
+            typer.echo(f"rate {rate:g}/s: dispatch lag p99 {step['dispatch_lag_p99_ms']} ms", err=True)
+            good = (not step["failed"] and step["ok"] == step["requests"] and step["dispatch_lag_p99_ms"] is not None
+                    and step["dispatch_lag_p99_ms"] < lag_limit_ms)
+            if not good:
+                break
+            best = step
+            rate = round(rate * factor)
+    finally:
+        quiet.setLevel(level)
     result = {
         "benchmark": "replay",
         "what": "highest Poisson rate replayed open loop by Locust with dispatch lag p99 under the limit",
