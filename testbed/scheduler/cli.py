@@ -14,9 +14,11 @@ from testbed.scheduler.config import (
     SchedulerConfig,
     config_for_profile,
     dump_config_yaml,
+    format_weights,
     load_config,
     parse_weights,
     profile_from_weights,
+    profile_weights,
     read_config_dict,
     validate_config_dict,
 )
@@ -113,6 +115,15 @@ def validate_cmd(file: Path = typer.Argument(..., help="A KubeSchedulerConfigura
             typer.echo(f"{file}: {e}")
         raise typer.Exit(1)
     typer.echo(f"{file}: valid")
+
+
+@app.command("weights")
+def weights_cmd(
+    file: Path = typer.Argument(..., help="A KubeSchedulerConfiguration file."),
+    profile: str | None = typer.Option(None, "--profile", help="schedulerName (default: the first profile)."),
+) -> None:
+    """Print a profile's score weights in the compact NAME=WEIGHT,... form (the inverse of `config --weights`)."""
+    typer.echo(format_weights(profile_weights(load_config(file).profile(profile))))
 
 
 # --- benchmark ------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import numbers
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -311,9 +312,9 @@ def profile_from_weights(
     merged: dict[str, int | None] = dict(DEFAULT_SCORE_WEIGHTS)
     for name, w in weights.items():
         _check_plugin(name)
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 100):
+        if w is not None and (isinstance(w, bool) or not isinstance(w, numbers.Integral) or not 1 <= int(w) <= 100):
             raise ConfigError(f"weight {w!r} of {name} is not an integer in 1..100 (None disables)", field=f"weights.{name}")
-        merged[name] = w
+        merged[name] = None if w is None else int(w)
     fit = FitArgs()
     if strategy is not None:
         if strategy not in STRATEGIES:

@@ -506,7 +506,8 @@ class Scheduler:
         """The feasible nodes the scheduler scores: ``numFeasibleNodesToFind`` of them, found
         round-robin from ``nextStartNodeIndex`` (schedule_one.go, findNodesThatPassFilters)."""
         n = self._n
-        k = scoring.num_feasible_nodes_to_find(n, self._pct)
+        # schedule_one.go: without score plugins the first feasible node is enough.
+        k = scoring.num_feasible_nodes_to_find(n, self._pct) if self._weights else 1
         if k >= n:
             idx = np.flatnonzero(mask)
             if advance:
@@ -665,8 +666,8 @@ class Scheduler:
         idx = self._sample(mask, advance=advance)
         if len(idx) == 0:
             return None
-        if len(idx) == 1 or not self._weights:
-            return int(idx[0]) if len(idx) == 1 else self._pick(idx, np.zeros(len(idx), dtype=np.int64))
+        if len(idx) == 1:
+            return int(idx[0])
         scores, _ = self._plugin_scores(t, p, idx)
         return self._pick(idx, self._totals(scores, len(idx)))
 

@@ -108,3 +108,11 @@ def test_bench_prints_json():
     out = json.loads(r.output)
     assert out["nodes"] == 50 and out["decisions_per_s"] > 0 and out["placed"] == 30
     assert len(SCORE_PLUGINS) == 7
+
+
+def test_weights_prints_the_compact_form():
+    r = runner.invoke(app, ["scheduler", "weights", str(EX / "binpack-profile.yaml"), "--profile", "testbed-binpack"])
+    assert r.exit_code == 0, r.output
+    assert r.output.strip() == (
+        "TaintToleration=1,NodeAffinity=2,NodeResourcesFit=5,PodTopologySpread=2,InterPodAffinity=2,NodeResourcesBalancedAllocation=disabled,ImageLocality=3"
+    )

@@ -145,3 +145,14 @@ def test_pod_requests_init_containers_sidecars_and_defaults():
 def test_bad_objects_name_the_field():
     with pytest.raises(ConfigError, match="spec.containers\\[0\\].resources.requests.cpu"):
         pod_from_k8s({"metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"requests": {"cpu": "fast"}}}]}})
+
+
+def test_without_score_plugins_the_first_feasible_node_in_round_robin_wins():
+    nodes = [node(f"n{i}") for i in range(3)]
+    s = Scheduler(nodes, profile_from_weights(dict.fromkeys(["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "ImageLocality"])))
+    assert [s.schedule(make_pod()) for _ in range(4)] == [0, 1, 2, 0]
+
+
+def test_numpy_integer_weights_are_accepted():
+    p = profile_from_weights({"ImageLocality": np.int64(7)})
+    assert p.weight("ImageLocality") == 7 and isinstance(p.weight("ImageLocality"), int)
