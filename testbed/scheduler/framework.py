@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -341,21 +341,8 @@ class Scheduler:
         t.node_aff_raw = np.zeros(self._n, dtype=np.int64)
         for w, term in pod.preferred_node_terms:
             t.node_aff_raw += w * np.array([term.matches(node.name, node.labels) for node in nodes], dtype=np.int64)
-        # ImageLocality (imagelocality/image_locality.go): init and regular containers.
-        containers = pod.init_containers + pod.containers
-        t.num_containers = len(containers)
-        total = self._n
-        sums = np.zeros(self._n, dtype=np.int64)
-        for c in containers:
-            name = normalized_image_name(c.image)
-            k = self._image_nodes.get(name, 0)
-            if not k:
-                continue
-            for i, node in enumerate(nodes):
-                size = node.images.get(name)
-                if size is not None:
-                    sums[i] += scoring.scaled_image_score(size, k, total)
-        t.image_sum = sums
+        t.num_containers = len(pod.init_containers) + len(pod.containers)
+        t.image_sum = self._image_sums(pod)
         t.sels = []
         self._templates[pod.signature] = t
         self._template_list.append(t)
@@ -372,6 +359,49 @@ class Scheduler:
         if pod.affinity_required or pod.affinity_preferred or pod.anti_affinity_preferred:
             self._affinity_templates.append(t.id)
         return t
+
+    def _image_sums(self, pod: Pod) -> np.ndarray:
+        """ImageLocality's per-node sum of scaled image sizes (imagelocality/image_locality.go,
+        ``sumImageScores``): init and regular containers, spread over all nodes of the snapshot."""
+        total = self._n
+        sums = np.zeros(total, dtype=np.int64)
+        for c in pod.init_containers + pod.containers:
+            name = normalized_image_name(c.image)
+            k = self._image_nodes.get(name, 0)
+            if not k:
+                continue
+            for i, node in enumerate(self._nodes):
+                size = node.images.get(name)
+                if size is not None:
+                    sums[i] += scoring.scaled_image_score(size, k, total)
+        return sums
+
+    def _refresh_images(self, name: str) -> None:
+        for t in self._template_list:
+            if any(normalized_image_name(c.image) == name for c in t.pod.init_containers + t.pod.containers):
+                t.image_sum = self._image_sums(t.pod)
+
+    def add_node_image(self, node_index: int, image: str, size_bytes: int) -> None:
+        """The node now holds ``image`` (the kubelet reports pulled images in ``status.images``);
+        ImageLocality's spread factor changes for every node holding it, so affected templates
+        are recomputed."""
+        name = normalized_image_name(image)
+        node = self._nodes[node_index]
+        if name in node.images:
+            return
+        self._nodes[node_index] = replace(node, images={**node.images, name: int(size_bytes)})
+        self._image_nodes[name] = self._image_nodes.get(name, 0) + 1
+        self._refresh_images(name)
+
+    def remove_node_image(self, node_index: int, image: str) -> None:
+        """The node no longer holds ``image`` (image garbage collection)."""
+        name = normalized_image_name(image)
+        node = self._nodes[node_index]
+        if name not in node.images:
+            return
+        self._nodes[node_index] = replace(node, images={k: v for k, v in node.images.items() if k != name})
+        self._image_nodes[name] -= 1
+        self._refresh_images(name)
 
     def _plan(self, t: _Template) -> _Plan:
         p = self._plans.get(t.id)

@@ -156,3 +156,16 @@ def test_without_score_plugins_the_first_feasible_node_in_round_robin_wins():
 def test_numpy_integer_weights_are_accepted():
     p = profile_from_weights({"ImageLocality": np.int64(7)})
     assert p.weight("ImageLocality") == 7 and isinstance(p.weight("ImageLocality"), int)
+
+
+def test_add_and_remove_node_image_equal_a_fresh_scheduler():
+    mb = 2**20
+    nodes = [node("a", images={"fn:latest": 300 * mb}), node("b"), node("c")]
+    pod = make_pod(images=["fn"])
+    s = Scheduler(nodes, default_profile())
+    before = s.plugin_scores(pod)[0]["ImageLocality"].tolist()
+    s.add_node_image(1, "fn", 300 * mb)
+    fresh = Scheduler([nodes[0], node("b", images={"fn:latest": 300 * mb}), nodes[2]], default_profile())
+    assert s.plugin_scores(pod)[0]["ImageLocality"].tolist() == fresh.plugin_scores(pod)[0]["ImageLocality"].tolist() != before
+    s.remove_node_image(1, "fn:latest")
+    assert s.plugin_scores(pod)[0]["ImageLocality"].tolist() == before
