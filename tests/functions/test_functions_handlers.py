@@ -162,3 +162,27 @@ def test_trace_driven_touches_every_page() -> None:
 def test_bad_payload_values_name_the_key(name: str, payload: dict, key: str) -> None:
     with pytest.raises(PayloadError, match=rf"payload\.{key} must be"):
         handler(name)(payload)
+
+
+def _handler_defaults(name: str) -> dict[str, object]:
+    """``key -> default`` of every ``*_param(payload, key, default, ...)`` call in the handler."""
+    import ast
+    import inspect
+
+    module = importlib.import_module(SPECS[name].handler.split(":")[0])
+    defaults: dict[str, object] = {}
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "").endswith("_param") and len(node.args) >= 3:
+            key = ast.literal_eval(node.args[1])
+            defaults[key] = eval(compile(ast.Expression(node.args[2]), "<default>", "eval"), vars(module))
+    return defaults
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_the_specs_default_payload_is_what_the_handler_does_by_default(name: str) -> None:
+    """So ``handle({})`` in-process, the runtime with an empty body and the profiler agree."""
+    defaults = _handler_defaults(name)
+    assert SPECS[name].payload, "every spec states its default payload"
+    for key, value in SPECS[name].payload.items():
+        assert key in defaults, f"spec payload key {key!r} is not read by the handler"
+        assert defaults[key] == value, key

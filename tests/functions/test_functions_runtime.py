@@ -248,3 +248,15 @@ def test_container_concurrency_env_is_range_checked(raw: str) -> None:
         concurrency_from_env(config, {}) == 1
         and concurrency_from_env(config, {"CONTAINER_CONCURRENCY": "7"}) == 7
     )
+
+
+def test_the_runtimes_light_spec_reader_agrees_with_the_full_parser() -> None:
+    from functions.spec import discover_specs
+
+    for name, spec in discover_specs().items():
+        config = load_runtime_config(name)
+        assert (config.handler, config.payload, config.container_concurrency) == (
+            spec.handler,
+            spec.payload,
+            spec.container_concurrency,
+        )
