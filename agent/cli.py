@@ -51,8 +51,10 @@ def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DE
 # --- command groups, one per package job -------------------------------------------------------
 # Each package adds its own lines here: an import of its typer app and one add_typer/command call.
 from testbed.sim.cli import app as sim_app  # noqa: E402
+from testbed.sim.cli import bench_sim  # noqa: E402
 
 app.add_typer(sim_app, name="sim", help="The discrete-event simulator of Knative on Kubernetes.")
+bench_app.command("sim")(bench_sim)
 
 from testbed.local.cli import app as testbed_app  # noqa: E402
 

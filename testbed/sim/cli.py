@@ -1,13 +1,91 @@
-"""``scoretune sim ...``: the simulator's commands."""
+"""``scoretune sim ...`` (run, sweep, autoscale, import-cluster, scenarios) and ``scoretune bench sim``."""
 
 from __future__ import annotations
 
 import json
+import logging
+import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from testbed.errors import ConfigError
+
 app = typer.Typer(help="The discrete-event simulator of Knative on Kubernetes.", no_args_is_help=True)
+log = logging.getLogger(__name__)
+
+
+def _profile(weights: str | None, config: Path | None, profile_name: str | None) -> Any:
+    from testbed.scheduler.config import default_profile, load_config, parse_weights, profile_from_weights
+
+    if weights and config:
+        raise ConfigError("give --weights or --config, not both", field="--weights")
+    if config is not None:
+        cfg = load_config(config)
+        if profile_name is None:
+            return cfg.profiles[0]
+        for p in cfg.profiles:
+            if p.scheduler_name == profile_name:
+                return p
+        raise ConfigError(f"no profile {profile_name!r}; profiles: {[p.scheduler_name for p in cfg.profiles]}",
+                          file=config, field="profiles")
+    if weights:
+        return profile_from_weights(parse_weights(weights))
+    return default_profile()
+
+
+def _workload(workload: str) -> Any:
+    """A Workload Parquet file, or the name of a scenario (its workload)."""
+    from loadgen.workload import read_workload
+
+    p = Path(workload)
+    if p.exists() or p.suffix == ".parquet":
+        return read_workload(p)
+    from testbed.scenarios import build_workload, get_scenario
+
+    return build_workload(get_scenario(workload))
+
+
+@app.command("run")
+def run(
+    cluster: str = typer.Option(..., "--cluster", help="Cluster spec: a path or a shipped name (testbed/clusters)."),
+    workload: str = typer.Option(..., "--workload", help="Workload Parquet file (t_s, function, payload), or a scenario name."),
+    weights: str | None = typer.Option(None, "--weights", help='Score weights, e.g. "ImageLocality=5,TaintToleration=disabled".'),
+    config: Path | None = typer.Option(None, "--config", help="A KubeSchedulerConfiguration file instead of --weights."),
+    profile: str | None = typer.Option(None, "--profile", help="Profile (schedulerName) of --config; default: its first."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the per-request work draws and the scheduler's tie-breaks."),
+    out: Path = typer.Option(..., "--out", help="Run directory to write (requests, placements, summary)."),
+) -> None:
+    """Simulate one run and write a run directory, as the live backends do."""
+    from testbed.cluster import load_cluster
+    from testbed.sim.backend import SimBackend
+
+    backend = SimBackend(load_cluster(cluster), seed=seed)
+    backend.apply(_profile(weights, config, profile))
+    result = backend.run(_workload(workload), out, seed=seed)
+    s = result.summary
+    keys = ("count", "ok", "errors", "timeouts", "cold_starts", "latency_mean_s", "latency_p50_s", "latency_p95_s",
+            "latency_p99_s", "pods_created")
+    typer.echo(json.dumps({"out": str(out), **{k: s.get(k) for k in keys}}, indent=2))
+
+
+@app.command("sweep")
+def sweep_cmd(
+    cluster: str = typer.Option(..., "--cluster", help="Cluster spec: a path or a shipped name."),
+    workload: str = typer.Option(..., "--workload", help="Workload Parquet file, or a scenario name."),
+    samples: int = typer.Option(50, "--samples", min=1, help="Random weight vectors to evaluate."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the weight draws and of every simulation."),
+    runs: bool = typer.Option(False, "--runs", help="Include every run in the JSON (default: the summary only)."),
+) -> None:
+    """Evaluate K random weight vectors: spread of mean and p95 latency, rank of the defaults."""
+    from testbed.cluster import load_cluster
+    from testbed.sim.sweep import sweep
+
+    report = sweep(load_cluster(cluster), _workload(workload), samples=samples, seed=seed)
+    if not runs:
+        report.pop("runs")
+    typer.echo(json.dumps(report, indent=2))
 
 
 @app.command("autoscale")
@@ -19,3 +97,92 @@ def autoscale(
     from testbed.autoscaler.drive import run_files
 
     typer.echo(json.dumps(run_files(spec, steps), indent=2))
+
+
+@app.command("import-cluster")
+def import_cluster_cmd(
+    nodes: Path = typer.Option(..., "--nodes", help="`kubectl get nodes -o json` output."),
+    pods: Path | None = typer.Option(None, "--pods", help="`kubectl get pods -A -o json`: running pods' requests are subtracted."),
+    out: Path = typer.Option(..., "-o", "--out", help="Cluster spec YAML to write."),
+    name: str | None = typer.Option(None, "--name", help="Cluster name (default: the nodes file's stem)."),
+) -> None:
+    """Turn a real cluster's nodes (and running pods) into a cluster spec: a twin to replay traces on."""
+    import yaml
+
+    from testbed.cluster import cluster_to_dict
+    from testbed.sim.importer import import_cluster
+
+    spec = import_cluster(nodes, pods, name=name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"# {spec.description}\n" + yaml.safe_dump(cluster_to_dict(spec), sort_keys=False))
+    typer.echo(json.dumps({"out": str(out), "name": spec.name, "nodes": len(spec.nodes)}))
+
+
+@app.command("scenarios")
+def scenarios_cmd(split: str | None = typer.Option(None, "--split", help="train or test (default: all).")) -> None:
+    """List the scenario library with its split."""
+    from testbed.scenarios import scenarios
+
+    rows = [{"name": s.name, "split": s.split, "cluster": s.cluster, "workload": s.workload.name,
+             "description": s.description} for s in scenarios(split)]
+    typer.echo(json.dumps(rows, indent=2))
+
+
+BENCH = (
+    # (name, cluster, peak rate per s) - a ramp to the peak so the autoscaler keeps up
+    ("large-120", "large-120", 2400.0),
+    ("homogeneous-20", "homogeneous-20", 400.0),
+)
+BENCH_FUNCTIONS = {"dynamic-html": 0.3, "float-ops": 0.3, "thumbnailer": 0.2, "aes": 0.2}
+
+
+def bench_workload(peak: float, *, step_s: float = 60.0, seed: int = 0) -> Any:
+    """The bench workload: Poisson steps at 1/8, 1/4, 1/2, 1 and 1 of the peak (5 minutes)."""
+    from loadgen.synth import steps
+
+    return steps([peak / 8, peak / 4, peak / 2, peak, peak], step_s, BENCH_FUNCTIONS, seed=seed)
+
+
+def bench_sim(
+    json_out: bool = typer.Option(False, "--json", help="Print JSON (the only output format)."),
+    repeat: int = typer.Option(3, "--repeat", min=1, help="Timed evaluations per scenario (the best is reported)."),
+) -> None:
+    """Completed invocations per wall second of `evaluate` (one core, JIT warm-up excluded)."""
+    from testbed.cluster import load_cluster
+    from testbed.scheduler.config import default_profile
+    from testbed.sim.backend import evaluate
+
+    # warm-up: compile (or load from numba's cache) every kernel before timing
+    warm = bench_workload(40.0, step_s=5.0)
+    evaluate(load_cluster("homogeneous-20"), warm, default_profile(), seed=0)
+    rows = []
+    for name, cluster_name, peak in BENCH:
+        cluster = load_cluster(cluster_name)
+        wl = bench_workload(peak)
+        best = None
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            s = evaluate(cluster, wl, default_profile(), seed=0)
+            wall = time.perf_counter() - t0
+            if best is None or wall < best[0]:
+                best = (wall, s)
+        wall, s = best
+        rows.append(
+            {
+                "name": name,
+                "nodes": len(cluster.nodes),
+                "invocations": int(s["ok"] + s["errors"] + s["timeouts"]),
+                "completed_ok": int(s["ok"]),
+                "invocations_per_s": round((s["ok"] + s["errors"] + s["timeouts"]) / wall, 1),
+                "sim_s_per_wall_s": round(float(s["sim_end_s"]) / wall, 1),
+                "wall_s": round(wall, 4),
+                "pods_created": s["pods_created"],
+                "latency_mean_s": s["latency_mean_s"],
+            }
+        )
+    report = {
+        "scenarios": rows,
+        "notes": "evaluate() end to end (simulation setup + run + summary), default profile, best of "
+        f"{repeat}; numba JIT compile excluded by a warm-up run; one process, one core.",
+    }
+    typer.echo(json.dumps(report, indent=2))

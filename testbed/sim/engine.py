@@ -119,15 +119,15 @@ class SimOutput:
     sim_end_s: float
 
 
-def _baseline_memory(spec: FunctionSpec) -> float:
+def _baseline_memory(spec: FunctionSpec, autoscaling_target: float) -> float:
     """Resident memory of an idle pod. The request is taken to cover the idle runtime plus one
-    request's working set, capped so that the pod at full container concurrency still fits its own
-    limit (a spec's concurrency is chosen to fit): ``min(request - work, limit - cc * work)``, at
-    least 0. Memory errors therefore come from nodes whose pods together outgrow the node (requests
-    are what the scheduler packs; the in-flight working sets come on top), or from unbounded
-    concurrency (cc 0)."""
+    request's working set, capped so that the pod still fits its own limit at the concurrency its
+    spec is designed for (containerConcurrency, or twice the autoscaler's per-pod target when
+    concurrency is unbounded): ``min(request - work, limit - cc * work)``, at least 0. Memory errors
+    therefore come from nodes whose pods together outgrow the node (the scheduler packs requests;
+    in-flight working sets come on top), or from a pod driven far past its design concurrency."""
     work = spec.work_memory_bytes
-    cc = max(1, spec.container_concurrency)
+    cc = spec.container_concurrency or max(1, math.ceil(2 * autoscaling_target))
     return float(max(0, min(spec.memory_request_bytes - work, spec.memory_limit_bytes - cc * work)))
 
 
@@ -369,7 +369,7 @@ class Simulation:
         pi[slot, K.PI_K] = 0
         pi[slot, K.PI_HSIZE] = 0
         pi[slot, K.PI_UID] = pod.uid
-        base = _baseline_memory(spec)
+        base = _baseline_memory(spec, self.autoscalers[pod.function].decider_spec.target_value)
         pf[slot, K.PF_READY] = ready
         pf[slot, K.PF_LIMIT] = spec.cpu_limit_milli / 1000.0
         pf[slot, K.PF_MEM] = base
