@@ -328,8 +328,12 @@ class KubeBackend:
     ingress_url: Kourier's address, e.g. ``http://10.0.0.11:31080`` (NodePort); requests go there
         with each route's Host header. ``None``: the route URLs are used directly (needs DNS).
     settings: the scheduler Deployment's name, namespace and lease (as rendered by ``render``).
-    replay_workers: Locust worker processes (0: one local process).
+    replay_workers: Locust worker processes on this machine (0: one local process).
+    remote_workers / master_bind_host / master_port: Locust workers on the other load-generator hosts
+        (ansible/loadgen.yml runs them as a service that connects to this host's master).
     request_timeout_s: per-request timeout of the replay.
+    start_lead_s: t = 0 of the replay is this long after the run starts, so Locust is up by then and
+        pod times (from the watch) and request times share one clock origin.
     api_client: a ready ``kubernetes.client.ApiClient`` (tests pass one aimed at a fake API server).
     """
 
@@ -341,7 +345,11 @@ class KubeBackend:
     settings: SchedulerSettings = field(default_factory=SchedulerSettings)
     timeouts: KubeTimeouts = field(default_factory=KubeTimeouts)
     replay_workers: int = 0
+    remote_workers: int = 0
+    master_bind_host: str = "127.0.0.1"
+    master_port: int | None = None
     request_timeout_s: float = 30.0
+    start_lead_s: float = 3.0
     api_client: Any = None
     name: str = field(default="kube", init=False)
 
@@ -626,9 +634,11 @@ class KubeBackend:
             info["cluster"] = self._cluster_info()
             targets, host_template = self._targets(self._routes(functions))
             watch = PodWatch(self._core, self.namespace, functions, self.timeouts).start()
-            t_start = time.time()
+            t_start = time.time() + self.start_lead_s
             result = replay(workload, targets, out_dir, timeout_s=self.request_timeout_s, workers=self.replay_workers,
-                            info=info, host_template=host_template)
+                            info=info, host_template=host_template, start_epoch=t_start,
+                            remote_workers=self.remote_workers, master_bind_host=self.master_bind_host,
+                            master_port=self.master_port)
             time.sleep(self.timeouts.settle_s)
         except TestbedError as err:
             if watch is not None:
@@ -639,8 +649,7 @@ class KubeBackend:
             requests, _ = merge_records(workload, out_dir / "no-records")
             return write_run(out_dir, requests, placements, info=info, failed=True, failure=str(err))
         watch.stop()
-        epoch = self._replay_epoch(out_dir, default=t_start)
-        placements = watch.placements(epoch)
+        placements = watch.placements(t_start)
         requests = fill_nodes(result.requests, placements)
         summary = dict(result.summary)
         failure = summary.get("failure")
@@ -651,16 +660,6 @@ class KubeBackend:
         keep = {k: v for k, v in summary.items() if k not in ("failed", "failure")}
         keep["placements"] = {"pods": int(len(placements)), "nodes": sorted({n for n in placements["node"] if isinstance(n, str)})}
         return write_run(out_dir, requests, placements, info=keep, failed=failed, failure=failure)
-
-    @staticmethod
-    def _replay_epoch(out_dir: Path, *, default: float) -> float:
-        """t = 0 of the replay (``locust/epoch-0.txt``, written by the locustfile), so pod times and
-        request times share one origin; the time the replay was started otherwise."""
-        path = out_dir / "locust" / "epoch-0.txt"
-        try:
-            return float(path.read_text().strip())
-        except (OSError, ValueError):
-            return default
 
     def close(self) -> None:
         if self.api_client is not None:

@@ -71,6 +71,8 @@ def render_cmd(
     scheduler_name: str = typer.Option("scoretune-scheduler", "--scheduler-name", help="Name of the second scheduler."),
     openwhisk_namespace: str = typer.Option("openwhisk", "--openwhisk-namespace", help="Namespace of the OpenWhisk release."),
     openwhisk_release: str = typer.Option("owdev", "--openwhisk-release", help="Helm release name of OpenWhisk."),
+    domain: str = typer.Option("scoretune.lab", "--domain", help="Domain of the Knative routes (config-domain)."),
+    kourier_nodeport: int = typer.Option(31080, "--kourier-nodeport", help="NodePort of Kourier's HTTP gateway."),
 ) -> None:
     """Write the scheduler's RBAC/ConfigMap/Deployment, Knative's config, the functions' Services
     and the OpenWhisk pod template under OUT; print what changed as JSON."""
@@ -84,6 +86,8 @@ def render_cmd(
         openwhisk_namespace=openwhisk_namespace,
         openwhisk_release=openwhisk_release,
         registry=registry,
+        domain=domain,
+        kourier_http_nodeport=kourier_nodeport,
     )
     typer.echo(summary_json(write_documents(docs, out)))
 

@@ -329,6 +329,38 @@ def knative_network() -> dict[str, Any]:
     }
 
 
+def knative_domain(domain: str = "scoretune.lab") -> dict[str, Any]:
+    """``config-domain``: every route is ``FUNCTION.NAMESPACE.DOMAIN`` (an empty value selects all
+    Services; knative/serving ``config/core/configmaps/domain.yaml``). The kube backend sends that
+    name as the Host header to Kourier, so no DNS is needed."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "config-domain", "namespace": "knative-serving", "labels": dict(PART_OF)},
+        "data": {domain: ""},
+    }
+
+
+def kourier_nodeport(http_nodeport: int = 31080, https_nodeport: int = 31443) -> dict[str, Any]:
+    """Kourier's gateway Service as a NodePort (net-kourier ships it as a LoadBalancer, which a bare
+    kubeadm cluster has no provider for); merged into the Service ``kourier`` in kourier-system."""
+    for name, port in (("http_nodeport", http_nodeport), ("https_nodeport", https_nodeport)):
+        if not 30000 <= port <= 32767:
+            raise ConfigError(f"must be in the NodePort range 30000-32767, got {port}", field=name)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "kourier", "namespace": "kourier-system"},
+        "spec": {
+            "type": "NodePort",
+            "ports": [
+                {"name": "http2", "port": 80, "protocol": "TCP", "targetPort": 8080, "nodePort": http_nodeport},
+                {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 8443, "nodePort": https_nodeport},
+            ],
+        },
+    }
+
+
 def knative_services(
     specs: Iterable[FunctionSpec],
     *,
@@ -419,6 +451,8 @@ RENDER_LAYOUT = {
     "scheduler/deployment.yaml": "the second kube-scheduler",
     "knative/config-features.yaml": "Knative feature flags scoretune needs",
     "knative/config-network.yaml": "Kourier as the ingress class",
+    "knative/config-domain.yaml": "the routes' domain",
+    "knative/kourier-nodeport.yaml": "Kourier's gateway on a NodePort",
     "functions/services.yaml": "one Knative Service per function",
     "openwhisk/pod-template.yaml": "the action pod template (schedulerName)",
     "openwhisk/invoker-patch.yaml": "mounts the template into the invoker",
@@ -439,6 +473,8 @@ def lab_documents(
     openwhisk_namespace: str = "openwhisk",
     openwhisk_release: str = "owdev",
     registry: str | None = None,
+    domain: str = "scoretune.lab",
+    kourier_http_nodeport: int = 31080,
 ) -> dict[str, list[dict[str, Any]]]:
     """Every object of the lab, keyed by the file it is written to (``RENDER_LAYOUT``)."""
     sched = scheduler_objects(profile, settings)
@@ -448,6 +484,8 @@ def lab_documents(
         "scheduler/deployment.yaml": [sched[-1]],
         "knative/config-features.yaml": [knative_features()],
         "knative/config-network.yaml": [knative_network()],
+        "knative/config-domain.yaml": [knative_domain(domain)],
+        "knative/kourier-nodeport.yaml": [kourier_nodeport(kourier_http_nodeport)],
         "functions/services.yaml": knative_services(specs, scheduler_name=settings.scheduler_name, namespace=namespace,
                                                     registry=registry),
         "openwhisk/pod-template.yaml": [openwhisk_pod_template(settings.scheduler_name, namespace=openwhisk_namespace)],
@@ -492,9 +530,11 @@ __all__ = [
     "deployment",
     "dump_all",
     "dump_yaml",
+    "knative_domain",
     "knative_features",
     "knative_network",
     "knative_services",
+    "kourier_nodeport",
     "lab_documents",
     "openwhisk_invoker_patch",
     "openwhisk_pod_template",

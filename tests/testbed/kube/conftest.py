@@ -26,7 +26,7 @@ def make_backend(fake: FakeKube, **timeouts: float) -> KubeBackend:
             "settle_s": 0.3}
     base.update(timeouts)
     return KubeBackend(api_client=client.ApiClient(cfg), functions=list(fake.functions), ingress_url=fake.url,
-                       timeouts=KubeTimeouts(**base))
+                       timeouts=KubeTimeouts(**base), start_lead_s=1.5)
 
 
 @pytest.fixture
