@@ -18,8 +18,11 @@ SPECS = discover_specs()
 
 
 def failure_text(result) -> str:
-    """The one-line error the root group reports, wherever the runner captured it."""
-    return result.output + (str(result.exception) if result.exception else "")
+    """What a failed command printed, after checking it failed with one clean line, no traceback."""
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    return lines[0]
 
 
 def test_list_json_has_every_spec() -> None:
@@ -49,6 +52,8 @@ def test_invoke_runs_the_handler_in_process() -> None:
         (["functions", "invoke", "float-ops", "--payload", "[3]"], "--payload must be a JSON object"),
         (["functions", "invoke", "float-ops", "--payload", '{"n": -3}'], "payload.n must be an integer"),
         (["functions", "manifest", "nope"], "unknown function(s) nope"),
+        (["functions", "serve", "nope", "--port", "1"], "unknown function(s) nope"),
+        (["functions", "profile", "nope"], "unknown function(s) nope"),
     ],
 )
 def test_bad_input_fails_with_one_clear_message(args: list[str], message: str) -> None:
@@ -59,7 +64,7 @@ def test_bad_input_fails_with_one_clear_message(args: list[str], message: str) -
 
 def test_manifest_renders_a_validated_service_with_the_scheduler_name() -> None:
     result = runner.invoke(app, ["functions", "manifest", "matmul", "--scheduler-name", "tuned", "-n", "fn"])
-    assert result.exit_code == 0, failure_text(result)
+    assert result.exit_code == 0, result.output
     service = yaml.safe_load(result.output)
     assert service["kind"] == "Service" and service["metadata"]["namespace"] == "fn"
     assert service["spec"]["template"]["spec"]["schedulerName"] == "tuned"
@@ -76,7 +81,7 @@ def test_manifest_of_all_functions_is_a_multi_document_yaml_and_pods_on_request(
 
 def test_build_context_only_writes_one_tar_per_function(tmp_path: Path) -> None:
     result = runner.invoke(app, ["functions", "build", "--context-only", "--context-dir", str(tmp_path)])
-    assert result.exit_code == 0, failure_text(result)
+    assert result.exit_code == 0, result.output
     assert sorted(p.stem for p in tmp_path.glob("*.tar")) == sorted(SPECS)
     with tarfile.open(tmp_path / "aes.tar") as tar:
         assert "functions/aes/handler.py" in tar.getnames()
@@ -96,7 +101,7 @@ def test_profile_dry_run_measures_without_writing() -> None:
     result = runner.invoke(
         app, ["functions", "profile", "float-ops", "--samples", "1", "--dry-run", "--json"]
     )
-    assert result.exit_code == 0, failure_text(result)
+    assert result.exit_code == 0, result.output
     (row,) = json.loads(result.output)
     assert row["name"] == "float-ops" and row["cpu_s_mean"] > 0 and row["samples"] == 1
     assert path.read_text() == before

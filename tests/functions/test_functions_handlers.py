@@ -172,7 +172,11 @@ def _handler_defaults(name: str) -> dict[str, object]:
     module = importlib.import_module(SPECS[name].handler.split(":")[0])
     defaults: dict[str, object] = {}
     for node in ast.walk(ast.parse(inspect.getsource(module))):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "").endswith("_param") and len(node.args) >= 3:
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "").endswith("_param")
+            and len(node.args) >= 3
+        ):
             key = ast.literal_eval(node.args[1])
             defaults[key] = eval(compile(ast.Expression(node.args[2]), "<default>", "eval"), vars(module))
     return defaults
