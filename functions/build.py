@@ -34,6 +34,7 @@ import jinja2
 
 from functions.errors import FunctionsError
 from functions.spec import FUNCTIONS_DIR, FunctionSpec
+from functions.specfile import mib_quantity, update_spec_file
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,19 @@ def _push(client: Any, ref: str) -> None:
     for line in client.images.push(repo, tag=tag, stream=True, decode=True):
         if isinstance(line, dict) and line.get("error"):
             raise FunctionsError(f"push of {ref} failed: {line['error']}")
+
+
+def write_image_size(spec: FunctionSpec, size_bytes: int) -> FunctionSpec:
+    """Record a built image's size as the spec's ``image.size`` (whole MiB, rounded up), so the
+    simulator's pull times and ImageLocality scores use the real figure."""
+    if spec.path is None:
+        raise FunctionsError(f"{spec.name}: spec has no file to write the image size to")
+    size = mib_quantity(size_bytes)
+
+    def change(data: dict[str, Any]) -> None:
+        data["image"]["size"] = size
+
+    return update_spec_file(spec.path, change)
 
 
 def build_images(

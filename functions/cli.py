@@ -220,13 +220,16 @@ def build_command(
     context_only: bool = typer.Option(
         False, "--context-only", help="Write the build contexts; do not contact an engine."
     ),
+    write_sizes: bool = typer.Option(
+        False, "--write-sizes", help="Record each built image's size as its spec's image.size."
+    ),
 ) -> None:
     """Build every function's image through the Docker Engine API (docker SDK).
 
     The build contexts are written to --context-dir first. Without a reachable engine the command
     says so in one line and exits 1, since no image was built; --context-only succeeds there.
     """
-    from functions.build import build_images, write_contexts
+    from functions.build import build_images, write_contexts, write_image_size
 
     specs = _specs(names)
     if context_only:
@@ -234,8 +237,13 @@ def build_command(
         typer.echo(f"wrote build contexts for {len(paths)} function(s) to {context_dir}")
         return
     results = build_images(specs, context_dir=context_dir, registry=push, push=bool(push))
-    for r in results:
-        typer.echo(f"{r.image}  {r.image_id[:19]}  {_mib(r.size_bytes)}{'  pushed' if r.pushed else ''}")
+    for spec, r in zip(specs, results, strict=True):
+        note = "  pushed" if r.pushed else ""
+        typer.echo(
+            f"{r.image}  {r.image_id[:19]}  {_mib(r.size_bytes)} (spec {_mib(spec.image_size_bytes)}){note}"
+        )
+        if write_sizes:
+            write_image_size(spec, r.size_bytes)
 
 
 @app.command("profile")

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from functions.errors import FunctionsError
-from functions.spec import FunctionSpec, MeasuredProfile, load_spec
+from functions.spec import FunctionSpec, MeasuredProfile
+from functions.specfile import mib_quantity, update_spec_file
 
 log = logging.getLogger(__name__)
 
@@ -142,36 +142,25 @@ def summarize(m: Measurement, *, machine: str | None = None, now: datetime | Non
     )
 
 
-def _mib(nbytes: int) -> str:
-    """A memory quantity rounded up to whole MiB (at least 1Mi)."""
-    return f"{max(1, -(-nbytes // 2**20))}Mi"
-
-
 def write_measured(
     path: Path, measured: MeasuredProfile, *, refit: bool = False, io_s: float | None = None
 ) -> None:
     """Write ``measured`` into the spec file at ``path``, keeping its header comments, key order
     and quantity spelling. With ``refit``, ``work.cpu_s.mean`` becomes the median CPU sample,
     ``work.memory`` the memory touched, ``work.io_s`` the given I/O wait and
-    ``cold_start.init_s`` the measured initialisation. The file is re-validated after writing;
-    a spec that no longer parses is restored and the error raised."""
-    original = path.read_text()
-    header = "".join(line for line in original.splitlines(keepends=True) if line.startswith("#"))
-    data = yaml.safe_load(original)
-    data["measured"] = {k: getattr(measured, k) for k in measured.__dataclass_fields__}
-    if refit:
-        work = data["work"]
-        work["cpu_s"]["mean"] = round(measured.cpu_s_p50, 4)
-        work["memory"] = _mib(measured.peak_memory_bytes)
-        if io_s is not None:
-            work["io_s"] = round(io_s, 4)
-        data["cold_start"]["init_s"] = round(measured.init_s, 3)
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110))
-    try:
-        load_spec(path)
-    except Exception:
-        path.write_text(original)
-        raise
+    ``cold_start.init_s`` the measured initialisation (see :func:`update_spec_file`)."""
+
+    def change(data: dict[str, Any]) -> None:
+        data["measured"] = {k: getattr(measured, k) for k in measured.__dataclass_fields__}
+        if refit:
+            work = data["work"]
+            work["cpu_s"]["mean"] = round(measured.cpu_s_p50, 4)
+            work["memory"] = mib_quantity(measured.peak_memory_bytes)
+            if io_s is not None:
+                work["io_s"] = round(io_s, 4)
+            data["cold_start"]["init_s"] = round(measured.init_s, 3)
+
+    update_spec_file(path, change)
 
 
 def median_io_s(m: Measurement) -> float:

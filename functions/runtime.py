@@ -1,5 +1,6 @@
 """The one runtime that serves any handler of the suite over HTTP, following Knative's container
-contract (serving's runtime contract, ``docs/runtime-contract.md``):
+contract (knative/specs ``specs/serving/runtime-contract.md``, moved there from knative/serving's
+``docs/runtime-contract.md``):
 
 - listen on ``$PORT`` (Knative injects it, default 8080); ``POST /`` or ``POST /invoke`` runs the
   handler on the JSON body (an empty body means the spec's default payload; a body is merged over

@@ -160,3 +160,17 @@ def test_image_references() -> None:
 def test_write_contexts_creates_the_directory(tmp_path: Path) -> None:
     paths = write_contexts([SPECS["linpack"]], tmp_path / "a" / "b")
     assert [p.name for p in paths] == ["linpack.tar"] and paths[0].stat().st_size > 0
+
+
+def test_a_built_image_size_is_written_into_the_spec(tmp_path: Path) -> None:
+    import shutil
+
+    from functions.build import write_image_size
+    from functions.spec import load_spec
+
+    shutil.copytree(SPECS["aes"].path.parent, tmp_path / "aes")
+    spec = load_spec(tmp_path / "aes" / "spec.yaml")
+    updated = write_image_size(spec, 140 * 2**20 + 5)
+    assert updated.image_size_bytes == 141 * 2**20
+    assert "  size: 141Mi\n" in (tmp_path / "aes" / "spec.yaml").read_text()
+    assert (updated.work_cpu_s, updated.payload) == (spec.work_cpu_s, spec.payload)
