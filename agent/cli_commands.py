@@ -89,6 +89,7 @@ def evaluate_command(
     oracle_runs: int = typer.Option(500, help="Runs of the oracle's search per scenario and seed (>= 500)."),
     metric: str = typer.Option("mean", help="Latency metric: mean, p50, p95 or p99."),
     jobs: int = typer.Option(2, help="Worker processes."),
+    seed_offset: int = typer.Option(0, help="First seed (a validation run on the training split uses an offset)."),
 ) -> None:
     """Run every method on every held-out scenario and write the results table and plots."""
     from agent.evaluate import evaluate, markdown_table
@@ -96,7 +97,7 @@ def evaluate_command(
 
     names = [s for s in scenarios.split(",") if s] or split_names(split)
     policies: dict[str, str] = {}
-    if policy and str(policy):
+    if policy and str(policy) not in ("", "none"):
         if not policy.exists():
             raise AgentError(f"{policy}: policy file does not exist (train one with `scoretune train --ship NAME`)")
         policies["policy"] = str(policy)
@@ -110,7 +111,7 @@ def evaluate_command(
     method_list = [m for m in methods.split(",") if m]
     table = evaluate(
         names, seeds=seeds, out_dir=out, methods=method_list, policies=policies, steps=steps,
-        oracle_runs=oracle_runs, metric=metric, jobs=jobs,
+        oracle_runs=oracle_runs, metric=metric, jobs=jobs, seed_offset=seed_offset,
         config={"split": split, "command": "scoretune evaluate " + " ".join(_argv_tail("evaluate"))},
     )
     best_baseline = json.loads((out / "evaluation.json").read_text()).get("best_baseline")

@@ -237,7 +237,10 @@ def policy_config_path(policy: Path) -> Path:
 
 
 def load_model(policy: Path, algo: str):
+    import torch
     from stable_baselines3 import PPO, SAC
+
+    torch.set_num_threads(1)  # a 64-64 MLP: one thread answers in microseconds, more only contend
 
     if not policy.exists():
         from agent.errors import InputError
