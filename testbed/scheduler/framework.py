@@ -94,6 +94,25 @@ class _Matcher:
         return ns_ok and self.selector.matches(labels)
 
 
+class _Rows:
+    """Per-node counters, one row each, kept in one matrix (grown by doubling) so the kernels can
+    read every counter of a decision from one array. Rows are addressed by id, never by view."""
+
+    def __init__(self, n: int) -> None:
+        self.mat = np.zeros((8, n), dtype=np.int64)
+        self.count = 0
+
+    def add(self, initial: np.ndarray | None = None) -> int:
+        if self.count == self.mat.shape[0]:
+            grown = np.zeros((2 * self.mat.shape[0], self.mat.shape[1]), dtype=np.int64)
+            grown[: self.count] = self.mat[: self.count]
+            self.mat = grown
+        if initial is not None:
+            self.mat[self.count] = initial
+        self.count += 1
+        return self.count - 1
+
+
 class _Template:
     """Profile-independent data of one pod signature."""
 
@@ -112,6 +131,9 @@ class _Template:
         "num_containers",
         "incoming_terms",
         "sels",
+        "sel_arr",
+        "image_score",
+        "taint_full",
         "unknown_requests",
     )
 
@@ -133,7 +155,10 @@ class _Plan:
         "node_aff_skip",
         "spread",
         "spread_require_all",
+        "spread_pack",
+        "node_aff_full",
         "ipa",
+        "ipa_pack",
         "ipa_version",
     )
 
@@ -181,10 +206,10 @@ class Scheduler:
         self._image_nodes = image_nodes
         self._templates: dict[str, _Template] = {}
         self._template_list: list[_Template] = []
-        self._tmpl_counts: list[np.ndarray] = []
+        self._tmpl = _Rows(n)  # per template: bound pods per node
         self._matchers: dict[_Matcher, int] = {}
         self._matcher_list: list[_Matcher] = []
-        self._sel_counts: list[np.ndarray] = []
+        self._sel = _Rows(n)  # per selector: matching bound pods per node
         self._affinity_templates: list[int] = []
         self._plans: dict[int, _Plan] = {}
         self.profile = profile
@@ -234,7 +259,7 @@ class Scheduler:
         """Remove ``pod`` from the node (RemovePod); it must have been bound there."""
         t = self._template(pod)
         i = int(node_index)
-        if self._tmpl_counts[t.id][i] <= 0:
+        if self._tmpl.mat[t.id, i] <= 0:
             raise TestbedError(f"pod {pod.name!r} (template {t.id}) is not bound to node {self.node_names[i]!r}")
         self._apply(t, i, -1)
 
@@ -242,9 +267,9 @@ class Scheduler:
         self._requested[:, i] += sign * t.req
         self._nonzero[:, i] += sign * t.nonzero
         self._pod_count[i] += sign
-        self._tmpl_counts[t.id][i] += sign
-        for sid in t.sels:
-            self._sel_counts[sid][i] += sign
+        self._tmpl.mat[t.id, i] += sign
+        if t.sel_arr.size:
+            self._sel.mat[t.sel_arr, i] += sign
 
     def requested(self, resource: str) -> np.ndarray:
         """Actual requests per node (cpu in millicores); a copy."""
@@ -286,15 +311,16 @@ class Scheduler:
         sid = self._matchers.get(m)
         if sid is not None:
             return sid
-        sid = len(self._matcher_list)
+        counts = np.zeros(self._n, dtype=np.int64)
+        matching = [t for t in self._template_list if m.matches(t.pod.namespace, t.pod.labels)]
+        for t in matching:
+            counts += self._tmpl.mat[t.id]
+        sid = self._sel.add(counts)
         self._matchers[m] = sid
         self._matcher_list.append(m)
-        counts = np.zeros(self._n, dtype=np.int64)
-        for t in self._template_list:
-            if m.matches(t.pod.namespace, t.pod.labels):
-                t.sels.append(sid)
-                counts += self._tmpl_counts[t.id]
-        self._sel_counts.append(counts)
+        for t in matching:
+            t.sels.append(sid)
+            t.sel_arr = np.array(t.sels, dtype=np.int64)
         return sid
 
     def _template(self, pod: Pod) -> _Template:
@@ -343,13 +369,17 @@ class Scheduler:
             t.node_aff_raw += w * np.array([term.matches(node.name, node.labels) for node in nodes], dtype=np.int64)
         t.num_containers = len(pod.init_containers) + len(pod.containers)
         t.image_sum = self._image_sums(pod)
+        t.image_score = scoring.image_locality(t.image_sum, t.num_containers)
+        t.taint_full = scoring.default_normalize(t.taint_raw, reverse=True)
         t.sels = []
         self._templates[pod.signature] = t
         self._template_list.append(t)
-        self._tmpl_counts.append(np.zeros(self._n, dtype=np.int64))
+        row = self._tmpl.add()
+        assert row == t.id
         for sid, m in enumerate(self._matcher_list):
             if m.matches(pod.namespace, pod.labels):
                 t.sels.append(sid)
+        t.sel_arr = np.array(t.sels, dtype=np.int64)
         # The incoming pod's preferred terms, as (sign * weight, topologyKey, selector id).
         t.incoming_terms = [
             (sign * term.weight, term.topology_key, self._matcher_id(_Matcher(term.namespaces, term.namespace_selector, term.selector)))
@@ -380,6 +410,7 @@ class Scheduler:
         for t in self._template_list:
             if any(normalized_image_name(c.image) == name for c in t.pod.init_containers + t.pod.containers):
                 t.image_sum = self._image_sums(t.pod)
+                t.image_score = scoring.image_locality(t.image_sum, t.num_containers)
 
     def add_node_image(self, node_index: int, image: str, size_bytes: int) -> None:
         """The node now holds ``image`` (the kubelet reports pulled images in ``status.images``);
@@ -410,8 +441,26 @@ class Scheduler:
             self._plans[t.id] = p
         if p.ipa_version != len(self._affinity_templates):
             p.ipa = self._ipa_contributions(t)
+            p.ipa_pack = self._ipa_pack(p.ipa)
             p.ipa_version = len(self._affinity_templates)
         return p
+
+    def _ipa_pack(self, contributions: list[tuple[str, list[tuple[int, int, int]]]]) -> tuple | None:
+        """The contributions as flat arrays for :func:`kernels.ipa_scores`."""
+        if not contributions:
+            return None
+        cols = [self._label_col(key) for key, _ in contributions]
+        parts = [(k, src, row, coef) for k, (_, ps) in enumerate(contributions) for coef, src, row in ps]
+        return (
+            np.stack([has for has, _, _, _ in cols]),
+            np.stack([dom for _, dom, _, _ in cols]),
+            np.array([nd for _, _, nd, _ in cols], dtype=np.int64),
+            np.array([u for _, _, _, u in cols], dtype=np.bool_),
+            np.array([k for k, _, _, _ in parts], dtype=np.int64),
+            np.array([src for _, src, _, _ in parts], dtype=np.int64),
+            np.array([row for _, _, row, _ in parts], dtype=np.int64),
+            np.array([coef for _, _, _, coef in parts], dtype=np.int64),
+        )
 
     def _build_plan(self, t: _Template) -> _Plan:
         pod = t.pod
@@ -453,6 +502,7 @@ class Scheduler:
         p.best_effort = not any(bal_pod)
         p.node_aff = t.node_aff_raw + self._added_pref_raw
         p.node_aff_skip = not pod.preferred_node_terms and not self._added_pref
+        p.node_aff_full = scoring.default_normalize(p.node_aff)
         # PodTopologySpread: the ScheduleAnyway constraints, or the defaults for pods a
         # ReplicaSet/ReplicationController/StatefulSet owns (the default selector is taken as the
         # pod's own labels, which the controller's selector matches).
@@ -488,24 +538,37 @@ class Scheduler:
                 elig &= all_keys
             spread.append((sid, c.topology_key, c.max_skew, elig))
         p.spread = spread
+        p.spread_pack = None
+        if spread:
+            cols = [self._label_col(key) for _, key, _, _ in spread]
+            p.spread_pack = (
+                np.array([sid for sid, _, _, _ in spread], dtype=np.int64),
+                np.stack([has for has, _, _, _ in cols]),
+                np.stack([dom for _, dom, _, _ in cols]),
+                np.array([nd for _, _, nd, _ in cols], dtype=np.int64),
+                np.array([key == HOSTNAME_LABEL for _, key, _, _ in spread], dtype=np.bool_),
+                np.array([skew for _, _, skew, _ in spread], dtype=np.int64),
+                np.stack([elig for _, _, _, elig in spread]),
+            )
         p.ipa = []
+        p.ipa_pack = None
         p.ipa_version = -1
         return p
 
-    def _ipa_contributions(self, t: _Template) -> list[tuple[str, list[tuple[int, np.ndarray]]]]:
+    def _ipa_contributions(self, t: _Template) -> list[tuple[str, list[tuple[int, int, int]]]]:
         """InterPodAffinity's topologyScore recipe (interpodaffinity/scoring.go, PreScore): per
-        topology key, (coefficient, per-node pod count) pairs."""
+        topology key, (coefficient, source, row) triples: the per-node pod counts of row ``row``
+        of the selector counters (source 0) or of the template counters (source 1)."""
         pod = t.pod
         args = self.profile.inter_pod_affinity
-        by_key: dict[str, list[tuple[int, np.ndarray]]] = {}
+        by_key: dict[str, list[tuple[int, int, int]]] = {}
         if args.ignore_preferred_terms_of_existing_pods and not t.incoming_terms:
             return []
         for coef, key, sid in t.incoming_terms:
-            by_key.setdefault(key, []).append((coef, self._sel_counts[sid]))
+            by_key.setdefault(key, []).append((coef, 0, sid))
         hard = args.hard_pod_affinity_weight
         for tid in self._affinity_templates:
             other = self._template_list[tid].pod
-            counts = self._tmpl_counts[tid]
             terms: list[tuple[int, AffinityTerm]] = []
             if hard > 0:
                 terms += [(hard, x) for x in other.affinity_required]
@@ -513,7 +576,7 @@ class Scheduler:
             terms += [(-x.weight, x) for x in other.anti_affinity_preferred]
             for coef, term in terms:
                 if term.matches(pod.namespace, pod.labels):
-                    by_key.setdefault(term.topology_key, []).append((coef, counts))
+                    by_key.setdefault(term.topology_key, []).append((coef, 1, tid))
         return list(by_key.items())
 
     # --- the cycle --------------------------------------------------------------------------------
@@ -563,14 +626,19 @@ class Scheduler:
         out: dict[str, np.ndarray] = {}
         skipped: list[str] = []
         fast = kernels.AVAILABLE
+        full = len(idx) == self._n  # idx is sorted and unique, so this means every node
         if "TaintToleration" in w:
-            if fast:
+            if full:
+                out["TaintToleration"] = t.taint_full
+            elif fast:
                 out["TaintToleration"] = kernels.default_normalize(t.taint_raw, idx, True)
             else:
                 out["TaintToleration"] = scoring.default_normalize(t.taint_raw[idx], reverse=True)
         if "NodeAffinity" in w:
             if p.node_aff_skip:
                 skipped.append("NodeAffinity")
+            elif full:
+                out["NodeAffinity"] = p.node_aff_full
             elif fast:
                 out["NodeAffinity"] = kernels.default_normalize(p.node_aff, idx, False)
             else:
@@ -594,7 +662,7 @@ class Scheduler:
             else:
                 out["NodeResourcesBalancedAllocation"] = self._balanced_score(p, idx)
         if "ImageLocality" in w:
-            out["ImageLocality"] = scoring.image_locality(t.image_sum[idx], t.num_containers)
+            out["ImageLocality"] = t.image_score if full else t.image_score[idx]
         return out, skipped
 
     def _fit_score(self, p: _Plan, idx: np.ndarray) -> np.ndarray:
@@ -628,6 +696,9 @@ class Scheduler:
         return scoring.balance_score(with_pod, alloc)
 
     def _spread_score(self, p: _Plan, idx: np.ndarray) -> np.ndarray:
+        if kernels.AVAILABLE:
+            sids, has, dom, ndom, host, skews, elig = p.spread_pack
+            return kernels.spread_scores(self._sel.mat, sids, has, dom, ndom, host, skews, elig, idx, p.spread_require_all)
         ignored = np.zeros(len(idx), dtype=bool)
         cols = [self._label_col(key) for _, key, _, _ in p.spread]
         if p.spread_require_all:
@@ -636,7 +707,7 @@ class Scheduler:
         keep = idx[~ignored]
         total = np.zeros(len(idx), dtype=np.float64)
         for (sid, key, skew, elig), (has, dom, ndom, _) in zip(p.spread, cols, strict=True):
-            counts = self._sel_counts[sid]
+            counts = self._sel.mat[sid]
             if key == HOSTNAME_LABEL:
                 size = len(keep)
                 cnt = counts[idx]
@@ -656,14 +727,17 @@ class Scheduler:
     def _ipa_score(self, p: _Plan, idx: np.ndarray) -> np.ndarray | None:
         if not p.ipa:
             return None
+        if kernels.AVAILABLE:
+            out, any_entry = kernels.ipa_scores(self._sel.mat, self._tmpl.mat, self._has_labels, *p.ipa_pack, idx)
+            return out if any_entry else None
         raw = np.zeros(len(idx), dtype=np.int64)
         any_entry = False
         for key, parts in p.ipa:
             has, dom, ndom, unique = self._label_col(key)
             src = has & self._has_labels
             vec = np.zeros(self._n, dtype=np.int64)
-            for coef, counts in parts:
-                c = counts * src
+            for coef, source, row in parts:
+                c = (self._sel.mat[row] if source == 0 else self._tmpl.mat[row]) * src
                 if not any_entry and c.any():
                     any_entry = True
                 vec += coef * c

@@ -189,3 +189,113 @@ def spread_normalize(total, ignored):
             q = abs(num) // hi
             out[k] = q if num >= 0 else -q
     return out
+
+
+@_jit
+def spread_scores(sel, sids, has, dom, ndom, host, skews, elig, idx, require_all):  # noqa: PLR0913
+    """PodTopologySpread PreScore + Score + NormalizeScore over the candidate nodes ``idx``
+    (``podtopologyspread/scoring.go``).
+
+    Per constraint c: ``sids[c]`` the row of ``sel`` counting matching pods per node, ``has`` /
+    ``dom`` the node's topology label (presence, domain id of the value, "" for none), ``host``
+    the hostname constraints (counted on the node itself), ``elig`` the nodes whose pods count
+    (node inclusion policies, all topology keys present when ``require_all``)."""
+    m = idx.shape[0]
+    nc = sids.shape[0]
+    n = sel.shape[1]
+    ignored = np.zeros(m, dtype=np.bool_)
+    kept = 0
+    for k in range(m):
+        j = idx[k]
+        if require_all:
+            for c in range(nc):
+                if not has[c, j]:
+                    ignored[k] = True
+                    break
+        if not ignored[k]:
+            kept += 1
+    total = np.zeros(m, dtype=np.float64)
+    for c in range(nc):
+        row = sids[c]
+        if host[c]:
+            weight = math.log(kept + 2)
+            for k in range(m):
+                j = idx[k]
+                if has[c, j]:
+                    total[k] += float(sel[row, j]) * weight + float(skews[c] - 1)
+            continue
+        present = np.zeros(ndom[c], dtype=np.bool_)
+        size = 0
+        for k in range(m):
+            if ignored[k]:
+                continue
+            d = dom[c, idx[k]]
+            if not present[d]:
+                present[d] = True
+                size += 1
+        per_dom = np.zeros(ndom[c], dtype=np.int64)
+        for j in range(n):
+            if elig[c, j]:
+                per_dom[dom[c, j]] += sel[row, j]
+        weight = math.log(size + 2)
+        for k in range(m):
+            j = idx[k]
+            if has[c, j]:
+                total[k] += float(per_dom[dom[c, j]]) * weight + float(skews[c] - 1)
+    return spread_normalize(total, ignored)
+
+
+@_jit
+def ipa_scores(sel, tmpl, src_ok, key_has, key_dom, key_ndom, key_unique, part_key, part_src, part_row, part_coef, idx):  # noqa: PLR0913
+    """InterPodAffinity PreScore + Score + NormalizeScore (``interpodaffinity/scoring.go``).
+
+    Each part adds ``coef`` x (pods counted by row ``part_row`` of ``sel`` (src 0) or ``tmpl``
+    (src 1)) to the topology domain of the pods' node under key ``part_key``. Returns the
+    normalised scores over ``idx`` and whether PreScore found any term match (else it skips)."""
+    m = idx.shape[0]
+    n = sel.shape[1]
+    nk = key_has.shape[0]
+    raw = np.zeros(m, dtype=np.int64)
+    any_entry = False
+    vec = np.zeros(n, dtype=np.int64)
+    for kk in range(nk):
+        vec[:] = 0
+        for p in range(part_key.shape[0]):
+            if part_key[p] != kk:
+                continue
+            coef = part_coef[p]
+            row = part_row[p]
+            for j in range(n):
+                if key_has[kk, j] and src_ok[j]:
+                    c = sel[row, j] if part_src[p] == 0 else tmpl[row, j]
+                    if c != 0:
+                        any_entry = True
+                        vec[j] += coef * c
+        if key_unique[kk]:
+            for k in range(m):
+                j = idx[k]
+                if key_has[kk, j]:
+                    raw[k] += vec[j]
+        else:
+            per_dom = np.zeros(key_ndom[kk], dtype=np.int64)
+            for j in range(n):
+                per_dom[key_dom[kk, j]] += vec[j]
+            for k in range(m):
+                j = idx[k]
+                if key_has[kk, j]:
+                    raw[k] += per_dom[key_dom[kk, j]]
+    out = np.zeros(m, dtype=np.int64)
+    if m == 0:
+        return out, any_entry
+    lo = raw[0]
+    hi = raw[0]
+    for k in range(m):
+        if raw[k] < lo:
+            lo = raw[k]
+        if raw[k] > hi:
+            hi = raw[k]
+    diff = hi - lo
+    if diff > 0:
+        for k in range(m):
+            out[k] = np.int64(math.trunc(100.0 * (float(raw[k] - lo) / float(diff))))
+    return out, any_entry

@@ -70,3 +70,51 @@ def test_spread_normalize_kernel_matches_reference(rows):
     ignored = np.array([i for _, i in rows], dtype=bool)
     raw = np.where(ignored, 0, scoring.go_round(total))
     assert kernels.spread_normalize(total, ignored).tolist() == scoring.topology_spread_normalize(raw, ignored).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.integers(0, 30))
+def test_scheduler_with_and_without_kernels_agree(seed, n_nodes, n_pods):
+    """The whole fast path (kernels) against the numpy reference path, on random clusters with
+    zones, taints, images, Knative-style anti-affinity and spread constraints."""
+    from testbed.scheduler.builders import make_node, make_pod, weighted_term
+    from testbed.scheduler.config import profile_from_weights
+    from testbed.scheduler.framework import Scheduler
+    from testbed.scheduler.objects import HOSTNAME_LABEL, ZONE_LABEL
+
+    rng = np.random.default_rng(seed)
+    nodes = []
+    for i in range(n_nodes):
+        labels = {HOSTNAME_LABEL: f"n{i}"}
+        if rng.random() < 0.7:
+            labels[ZONE_LABEL] = f"z{rng.integers(3)}"
+        taints = [{"key": "spot", "value": "1", "effect": "PreferNoSchedule"}] if rng.random() < 0.3 else []
+        nodes.append(make_node(f"n{i}", capacity={"cpu": str(rng.integers(1, 9)), "memory": f"{rng.integers(1, 17)}Gi", "pods": "50"}, labels=labels, taints=taints))
+
+    def pod(k):
+        rev = {"rev": f"r{k}"}
+        aff = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [weighted_term(100, HOSTNAME_LABEL, {"matchLabels": rev})]},
+               "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [weighted_term(7, ZONE_LABEL, {"matchLabels": {"rev": "r0"}})]}}
+        spread = [{"maxSkew": 2, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": rev}}] if k == 2 else []
+        return make_pod(f"p{k}", labels=rev, requests=[{"cpu": f"{100 * (k + 1)}m"}], affinity=aff if k != 1 else None, spread=spread, owner_kind="ReplicaSet")
+
+    templates = [pod(k) for k in range(3)]
+    results = []
+    for available in (True, False):
+        old = kernels.AVAILABLE
+        kernels.AVAILABLE = available
+        try:
+            s = Scheduler(nodes, profile_from_weights({}), seed=1)
+            local = np.random.default_rng(seed + 1)
+            for _ in range(n_pods):
+                s.bind(templates[local.integers(3)], int(local.integers(n_nodes)))
+            cand = np.flatnonzero(local.random(n_nodes) < 0.7)
+            got = []
+            for t in templates:
+                for c in (None, cand):
+                    scores, skipped = s.plugin_scores(t, c)
+                    got.append(({k: v.tolist() for k, v in scores.items()}, skipped))
+            results.append(got)
+        finally:
+            kernels.AVAILABLE = old
+    assert results[0] == results[1]
