@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -17,13 +16,16 @@ from functions.errors import ScoretuneError
 
 
 class _ScoretuneGroup(TyperGroup):
-    """Turns scoretune's own errors into a ClickException (one line, exit 1) for every command."""
+    """Turns scoretune's own errors into one ``Error: ...`` line on stderr and exit 1, for every
+    command of every group (typer 0.29 vendors its own click, so click's exceptions would not be
+    caught by it; ``typer.Exit`` is its public way out)."""
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    def invoke(self, ctx: typer.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except ScoretuneError as err:
-            raise click.ClickException(str(err)) from err
+            typer.echo(f"Error: {err}", err=True)
+            raise typer.Exit(1) from err
 
 
 app = typer.Typer(
