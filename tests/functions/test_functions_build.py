@@ -69,6 +69,7 @@ def test_requirements_are_the_runtimes_plus_the_specs() -> None:
     assert requirements_txt(SPECS["thumbnailer"]).splitlines() == [
         "starlette>=0.36,<1",
         "uvicorn>=0.27,<1",
+        "anyio>=3.6.2,<5",
         "PyYAML>=6,<7",
         "Pillow>=10,<13",
     ]
@@ -174,3 +175,32 @@ def test_a_built_image_size_is_written_into_the_spec(tmp_path: Path) -> None:
     assert updated.image_size_bytes == 141 * 2**20
     assert "  size: 141Mi\n" in (tmp_path / "aes" / "spec.yaml").read_text()
     assert (updated.work_cpu_s, updated.payload) == (spec.work_cpu_s, spec.payload)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_requirements_cover_every_third_party_import_in_the_context(name: str) -> None:
+    """Each module the image runs imports only the stdlib, the context itself, or a listed requirement."""
+    import ast
+    import importlib.metadata
+    import re
+
+    providers = importlib.metadata.packages_distributions()
+    required = {
+        re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0].lower().replace("_", "-")
+        for line in requirements_txt(SPECS[name]).splitlines()
+    }
+    for path, data in context_members(SPECS[name]).items():
+        if not path.endswith(".py"):
+            continue
+        for node in ast.walk(ast.parse(data)):
+            if isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top in sys.stdlib_module_names or top in ("functions", "__future__"):
+                    continue
+                dists = {d.lower().replace("_", "-") for d in providers.get(top, [top])}
+                assert dists & required, f"{path} imports {top} ({dists}), not in requirements.txt"
