@@ -68,15 +68,15 @@ def _materialised(name: str) -> tuple[Any, Any, Any]:
     return scenario, cluster, workload
 
 
-class ScenarioObjective:
-    """One scenario on the simulator with one seed; lower is better (seconds)."""
+class SimObjective:
+    """A cluster and a workload on the simulator with one seed; lower is better (seconds)."""
 
-    def __init__(self, scenario: str, seed: int = 0, metric: str = "mean") -> None:
-        self.scenario_name = scenario
+    def __init__(self, cluster: Any, workload: Any, seed: int = 0, metric: str = "mean", *, name: str | None = None) -> None:
+        self.cluster = cluster
+        self.workload = workload
         self.seed = int(seed)
         self.metric = metric
-        self.name = f"{scenario}@{seed}"
-        self._scenario, self.cluster, self.workload = _materialised(scenario)
+        self.name = name or f"{getattr(cluster, 'name', 'cluster')}/{workload.name}@{seed}"
         self._cache: dict[str, float] = {}
         self.runs = 0
 
@@ -90,13 +90,21 @@ class ScenarioObjective:
         summary = evaluate(self.cluster, self.workload, setting.to_profile(), seed=self.seed)
         self.runs += 1
         timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
-        value = metric_from_summary(summary, self.metric, timeout)
-        value = max(value, 1e-6)
+        value = max(metric_from_summary(summary, self.metric, timeout), 1e-6)
         self._cache[key] = value
         return value
 
     def context(self) -> Mapping[str, float]:
         return workload_context(self.cluster, self.workload)
+
+
+class ScenarioObjective(SimObjective):
+    """A scenario of ``testbed.scenarios`` on the simulator, with one seed."""
+
+    def __init__(self, scenario: str, seed: int = 0, metric: str = "mean") -> None:
+        _, cluster, workload = _materialised(scenario)
+        super().__init__(cluster, workload, seed, metric, name=f"{scenario}@{seed}")
+        self.scenario_name = scenario
 
 
 def scenario_objective(scenario: str, seed: int, metric: str = "mean") -> ScenarioObjective:

@@ -29,3 +29,24 @@ def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
     # deterministic: the same experiment twice gives the same runs
     again = run_tuner(PolicyTuner.from_file(model_path), AnalyticObjective(seed=1), 5, ActionCodec())
     assert again == metrics
+
+
+def test_tiny_ppo_run_on_the_simulator(tmp_path):
+    """A few hundred PPO steps on the real simulator (the lab cluster, a 20-second workload)."""
+    from agent.scenario_objectives import SimObjective
+    from loadgen.synth import poisson
+    from testbed.cluster import load_cluster
+
+    cluster = load_cluster("lab-small")
+    workload = poisson(3.0, 20.0, ["float-ops", "aes"], seed=0)
+
+    def sampler(rng):
+        return SimObjective(cluster, workload, seed=int(rng.integers(3)))
+
+    args = Args(out=str(tmp_path / "sim"), total_timesteps=200, num_envs=2, vec="dummy", steps=4, frame_stack=2,
+                n_steps=20, batch_size=20, n_epochs=2, checkpoint_freq=0, progress_bar=False)
+    model_path = train(args, sampler=sampler)
+    obj = SimObjective(cluster, workload, seed=0)
+    metrics = run_tuner(PolicyTuner.from_file(model_path), obj, 4, ActionCodec())
+    assert len(metrics) == 5 and all(m > 0 for m in metrics)
+    assert metrics[0] == obj(ActionCodec().reference())
