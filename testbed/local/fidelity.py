@@ -6,11 +6,13 @@ the simulator is that it *orders* profiles as the real system does.
 
 ``calibrate`` fits the simulator's timing parameters of each function from lab measurements:
 
-- work per request (``work.cpu_s.mean``): on a node of speed ``s`` the simulator serves ``w`` core
-  seconds of work in ``w / s`` seconds, so each warm (not cold-start) successful request served on
-  node speed ``s`` in ``L`` seconds of end-to-end latency measures ``w = L * s``. The median is
-  taken (queueing behind other requests only ever adds, so the median of an unsaturated run is the
-  service time plus the fixed HTTP path, which the simulator has no other place for);
+- work per request: on a node of speed ``s`` the simulator serves ``w`` core seconds of work at
+  rate ``r = s * min(1, limit)`` (``limit`` the pod's CPU limit in cores), then waits the
+  function's ``io_s`` holding its slot. A warm (not cold-start) successful request in the lab takes
+  ``L = o + w / r``, where ``o`` is the fixed part (the HTTP path through Locust, the ingress and
+  the runtime, which does not scale with the node's speed). Medians of ``L`` per distinct rate (the
+  lab has nodes of different speeds) give ``w`` (``work.cpu_s.mean``) and ``o`` (``work.io_s``) by
+  least squares; medians, because queueing behind other requests only ever adds;
 - cold-start parts: ``init_s`` is the median of the measured readiness times after the process
   answered (handler import and warm-up); ``start_s`` is the median of ``ready - scheduled - pull -
   init`` minus the simulator's own fixed ready delay (endpoint propagation), so the sum matches.
@@ -133,8 +135,30 @@ def fidelity(
 # --- calibration ------------------------------------------------------------------------------
 
 
+def _fit_work(latency_s: np.ndarray, rate: np.ndarray) -> dict[str, float]:
+    """Fit ``latency = overhead + work / rate`` (``rate`` = node speed x the pod's CPU limit):
+    the medians of the latency at each distinct rate, least squares with ``overhead >= 0``. With a
+    single rate there is nothing to separate, so the overhead is 0 and ``work = median * rate``."""
+    rates = np.unique(np.round(rate, 6))
+    med = np.array([np.median(latency_s[np.isclose(rate, r)]) for r in rates])
+    weight = np.array([np.isclose(rate, r).sum() for r in rates], dtype=float)
+    if len(rates) >= 2:
+        x = 1.0 / rates
+        w_sqrt = np.sqrt(weight)
+        a = np.stack([np.ones_like(x), x], axis=1) * w_sqrt[:, None]
+        (overhead, work), *_ = np.linalg.lstsq(a, med * w_sqrt, rcond=None)
+        if overhead >= 0 and work > 0:
+            return {"work_cpu_s_mean": float(work), "work_io_s": float(overhead)}
+    work = float(np.sum(weight * med * rates) / np.sum(weight))
+    return {"work_cpu_s_mean": work, "work_io_s": 0.0}
+
+
 def fit_timing(
-    results: list[RunResult], cluster: ClusterSpec, *, ready_delay_s: float | None = None
+    results: list[RunResult],
+    cluster: ClusterSpec,
+    specs: dict[str, FunctionSpec] | None = None,
+    *,
+    ready_delay_s: float | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per-function timing fitted from lab runs (see the module docstring)."""
     if ready_delay_s is None:
@@ -142,6 +166,7 @@ def fit_timing(
 
         ready_delay_s = SimConfig().ready_delay_s
     speed = {n.name: n.speed for n in cluster.nodes}
+    specs = specs if specs is not None else discover_specs()
     reqs = pd.concat([r.requests for r in results], ignore_index=True)
     pls = pd.concat([r.placements for r in results], ignore_index=True)
     fitted: dict[str, dict[str, Any]] = {}
@@ -150,8 +175,9 @@ def fit_timing(
         q = q[q["node"].isin(list(speed))]
         entry: dict[str, Any] = {"warm_samples": int(len(q))}
         if len(q) >= MIN_WARM_SAMPLES:
-            work = q["latency_s"].to_numpy(float) * q["node"].map(speed).to_numpy(float)
-            entry["work_cpu_s_mean"] = float(np.median(work))
+            spec = specs.get(fn)
+            limit = min(1.0, spec.cpu_limit_milli / 1000.0) if spec is not None else 1.0
+            entry.update(_fit_work(q["latency_s"].to_numpy(float), q["node"].map(speed).to_numpy(float) * limit))
         p = pls[(pls["function"] == fn) & pls["ready_s"].notna() & pls["scheduled_s"].notna()]
         entry["cold_samples"] = int(len(p))
         if len(p):
@@ -193,7 +219,7 @@ def apply_calibration(
         changes: dict[str, Any] = {}
         if "work_cpu_s_mean" in f:
             changes["work_cpu_s"] = WorkDistribution(spec.work_cpu_s.distribution, float(f["work_cpu_s_mean"]), spec.work_cpu_s.cv)
-        for key in ("start_s", "init_s"):
+        for key in ("start_s", "init_s", "work_io_s"):
             if key in f:
                 changes[key] = float(f[key])
         specs[fn] = dataclasses.replace(spec, **changes)

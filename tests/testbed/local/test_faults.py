@@ -69,3 +69,17 @@ def test_agent_killed_mid_run(state_dir, tmp_path):
     # the lab kept serving: later requests succeeded elsewhere
     late = req[(req["scheduled_s"] > KILL_AT_S + 8.0)]
     assert (late["status"] == "ok").mean() > 0.8
+
+
+def test_duty_cycle_fallback_runs_the_lab(cluster_file, state_dir, tmp_path):
+    """Without cgroups (forced here), the agents' own CPU-share limit enforces the nodes."""
+    backend = LocalBackend(cluster_file, state_dir=state_dir, cpu_enforcement="duty-cycle")
+    try:
+        assert "duty cycling" in backend.cpu_notice
+        rng = np.random.default_rng(5)
+        t = np.sort(rng.uniform(0, 8.0, 24))
+        result = backend.run(make_workload(t, ["float-ops"] * len(t), metadata={"name": "dc"}), tmp_path / "run")
+        assert not LabState(state_dir).cgroups()
+    finally:
+        backend.close()
+    assert result.summary["ok"] == 24 and result.summary["cpu_enforcement"] == "duty-cycle"

@@ -200,3 +200,14 @@ def test_meter_is_time_weighted():
     assert arrivals == 2
     avg2, arr2 = m.scrape(2.0)
     assert avg2 == 0.0 and arr2 == 0
+
+
+def test_profile_crosses_processes_by_scheduler_name():
+    from testbed.local.placement import profile_from_config_dict, profile_to_config_dict
+    from testbed.scheduler.config import profile_from_weights, profile_weights
+
+    prof = profile_from_weights({"ImageLocality": 77, "TaintToleration": None}, strategy="MostAllocated", scheduler_name="tuned")
+    back = profile_from_config_dict(profile_to_config_dict(prof), "tuned")
+    assert back.scheduler_name == "tuned"
+    assert profile_weights(back) == profile_weights(prof)
+    assert back.fit.strategy == "MostAllocated"
