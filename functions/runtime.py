@@ -152,7 +152,8 @@ class FunctionApp:
         self.concurrency = config.container_concurrency if concurrency is None else concurrency
         self.node_name = node_name
         self.handler: Handler | None = None
-        self.ready = threading.Event()
+        self.ready = threading.Event()  # loaded and warmed
+        self.settled = threading.Event()  # loading finished, either way
         self.draining = False
         self.shutdown_requested: Callable[[], bool] = lambda: False  # serve() wires uvicorn's flag
         self.load_error: BaseException | None = None
@@ -184,8 +185,10 @@ class FunctionApp:
         except BaseException as err:  # reported by /readyz and every request, never hidden
             self.load_error = err
             log.exception("function %s failed to load", self.config.name)
+            self.settled.set()
             return
         self.ready.set()
+        self.settled.set()
         log.info("function %s ready in %.3f s", self.config.name, time.perf_counter() - started)
 
     @contextlib.asynccontextmanager
@@ -253,8 +256,8 @@ class FunctionApp:
         if not isinstance(overrides, dict):
             return JSONResponse({"error": "body must be a JSON object"}, status_code=400, headers=headers)
         payload = {**self.config.payload, **overrides}
-        if not self.ready.is_set() and self.load_error is None:
-            await anyio.to_thread.run_sync(self.ready.wait, READY_WAIT_S)
+        if not self.settled.is_set():
+            await anyio.to_thread.run_sync(self.settled.wait, READY_WAIT_S)
         if self.handler is None:
             return JSONResponse(
                 {"error": f"function not loaded: {self.load_error!r}"}, status_code=503, headers=headers

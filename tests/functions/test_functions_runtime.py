@@ -67,9 +67,12 @@ def probe_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             warmed = threading.Event()
             release = threading.Event()
             barrier = None
+            fail = False
 
             def warm():
                 release.wait(30)
+                if fail:
+                    raise RuntimeError("warm-up failed")
                 warmed.set()
 
             def handle(payload):
@@ -166,7 +169,16 @@ def test_not_ready_until_the_handler_is_warmed(probe_root: Path) -> None:
         status, body = get_json(port, "/readyz")
         assert status == 503 and body["status"] == "starting"
         assert get_json(port, "/healthz")[1]["ready"] is False
-        module.release.set()
+        with ThreadPoolExecutor(1) as pool:
+            early = pool.submit(post, port, "/", b"{}")  # arrives during warm-up: waits, then runs
+            deadline = time.monotonic() + 10
+            while get_json(port, "/healthz")[1]["in_flight"] < 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            assert not early.done()
+            module.release.set()
+            status, headers, _ = early.result(timeout=30)
+        assert status == 200 and headers["x-scoretune-cold-start"] == "true"
         assert module.warmed.wait(10)
         deadline = time.monotonic() + 10
         while get_json(port, "/readyz")[0] != 200:
@@ -209,6 +221,22 @@ def test_a_handler_that_cannot_load_is_reported_not_hidden(probe_root: Path) -> 
         status, body = get_json(port, "/readyz")
         assert status == 503 and "no_such_module_xyz" in body["error"]
         assert post(port, "/", b"{}")[0] == 503
+
+
+def test_a_request_waiting_for_a_warm_up_that_fails_gets_503_at_once(probe_root: Path) -> None:
+    module = probe_module()
+    module.release.clear()
+    module.fail = True
+    instance = build_app("probe-fn", root=probe_root, environ={})
+    with served(instance) as port, ThreadPoolExecutor(1) as pool:
+        early = pool.submit(post, port, "/", b"{}", 20.0)
+        deadline = time.monotonic() + 10
+        while get_json(port, "/healthz")[1]["in_flight"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        module.release.set()
+        status, _, body = early.result(timeout=30)
+    assert status == 503 and "warm-up failed" in body["error"]
 
 
 def test_sigterm_drains_the_request_in_flight_then_exits() -> None:
