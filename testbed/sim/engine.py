@@ -72,6 +72,9 @@ class SimConfig:
     """KPA decision -> Deployment -> ReplicaSet -> Pod object -> scheduler queue (API round trips)."""
     ready_delay_s: float = 0.2
     """queue-proxy readiness probe success -> endpoints -> activator/ingress learn the pod."""
+    min_end_s: float = 0.0
+    """Keep simulating at least this long (the run normally stops once every request has ended),
+    e.g. to watch a revision scale back to zero."""
     scheduler_backoff_s: tuple[float, float] = (1.0, 10.0)
     """kube-scheduler's pod backoff (podInitialBackoffSeconds 1, podMaxBackoffSeconds 10), doubling
     per failed attempt; a pod is retried early when capacity is freed (a pod deleted), as a
@@ -485,7 +488,7 @@ class Simulation:
         cfg = self.config
         n_req = self.n_req
         last_arrival = float(self.rf[-1, K.RF_T]) if n_req else 0.0
-        horizon = math.floor(last_arrival + cfg.timeout_s) + 2.0
+        horizon = max(math.floor(last_arrival + cfg.timeout_s) + 2.0, math.ceil(cfg.min_end_s))
         self._ensure_timer_room()
         t = 0.0
         while t < horizon:
@@ -503,7 +506,7 @@ class Simulation:
                 self._sync_watch(f)
             t = limit
             self._control_step(t)
-            if self.counters[K.C_FINISHED] >= n_req and t > last_arrival:
+            if self.counters[K.C_FINISHED] >= n_req and t > last_arrival and t >= cfg.min_end_s:
                 break
         # whatever never finished waited past the client's timeout
         st = self.ri[:, K.RI_STATUS]

@@ -1,0 +1,101 @@
+"""Knative and Kubernetes behaviour inside the simulator: the cold-start path from zero, scale to
+zero after a stable window plus the grace period, image pulls and the node image cache, the
+pod shape the scheduler sees, and pending pods retried until capacity is freed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sim_fixtures import make_cluster, make_spec
+
+from functions.knative import revision_pod
+from loadgen.workload import make_workload
+from testbed.scheduler.config import default_profile, profile_from_weights
+from testbed.scheduler.objects import pod_from_k8s
+from testbed.sim import kernel as K
+from testbed.sim.engine import SimConfig, Simulation
+
+MIB = 2**20
+
+
+def test_cold_start_from_zero_then_scale_to_zero():
+    """One request at t=1 to a revision at zero: the activator's poke creates one pod at once; the
+    request waits for image pull (100Mi at 50Mi/s = 2 s) + start + init; with no more traffic the
+    stable window (60 s of zero) and then the PA's inactive path take the pod away."""
+    spec = make_spec("f", cc=1, cpu_mean=0.5, image_size="100Mi", start_s=0.5, init_s=0.25)
+    cluster = make_cluster([{"name": "n", "count": 1, "cpu": "2", "memory": "4Gi", "image_pull_bandwidth": "50Mi"}])
+    cfg = SimConfig(min_end_s=200.0)
+    sim = Simulation(cluster, {"f": spec}, make_workload([1.0], ["f"]), default_profile(), seed=0, config=cfg)
+    out = sim.run()
+    # with CC 1 the target is 0.7, so one request asks for ceil(1/0.7) = 2 pods
+    assert len(out.pods) == 2
+    p = out.pods[0]
+    assert p.created_s == pytest.approx(1.0)
+    assert p.scheduled_s == pytest.approx(1.0 + cfg.pod_create_delay_s)
+    assert p.image_pull_s == pytest.approx(2.0)
+    second = out.pods[1]
+    assert second.image_pull_s == pytest.approx(2.0)  # waits for the same (serial) pull, nothing more
+    ready = 1.0 + cfg.pod_create_delay_s + 2.0 + 0.5 + 0.25 + cfg.ready_delay_s
+    assert p.ready_s == pytest.approx(ready)
+    assert out.status[0] == K.ST_OK and out.cold[0]
+    assert out.finish_s[0] == pytest.approx(ready + 0.5)
+    # traffic ended at ~4.5 s: stable-window average is 0 about 60 s later, then the PA goes
+    # inactive and (activator already in the path) to zero at the next tick.
+    deleted = sorted(x.deleted_s for x in out.pods)
+    assert all(d is not None for d in deleted)
+    assert 62.0 <= deleted[-1] <= 70.0
+
+
+def test_image_is_cached_after_the_first_pull():
+    spec = make_spec("f", cc=1, cpu_mean=0.05, image_size="200Mi", max_scale=1)
+    cluster = make_cluster([{"name": "n", "count": 1, "cpu": "2", "memory": "4Gi", "image_pull_bandwidth": "100Mi"}])
+    # two bursts 200 s apart: the revision goes to zero in between, the second cold start skips the pull
+    wl = make_workload([1.0, 201.0], ["f", "f"])
+    out = Simulation(cluster, {"f": spec}, wl, default_profile(), seed=0, config=SimConfig(min_end_s=300)).run()
+    pulls = [p.image_pull_s for p in out.pods]
+    assert len(out.pods) == 2
+    assert pulls[0] == pytest.approx(2.0) and pulls[1] == 0.0
+    assert out.cold.all()
+
+
+def test_image_locality_sees_pulled_images():
+    """After a pull the scheduler's ImageLocality scores the node that now holds the image."""
+    spec = make_spec("f", cc=1, cpu_mean=0.05, image_size="300Mi")
+    cluster = make_cluster([{"name": "n", "count": 4, "cpu": "2", "memory": "4Gi"}])
+    wl = make_workload([1.0], ["f"])
+    sim = Simulation(cluster, {"f": spec}, wl, profile_from_weights({"ImageLocality": 100}), seed=0)
+    sim.run()
+    pulled = {p.node for p in sim.pods if p.image_pull_s and p.image_pull_s > 0}
+    assert pulled
+    pod = pod_from_k8s(revision_pod(spec, name="probe"))
+    scores = sim.scheduler.score(pod).scores
+    for i, node in enumerate(cluster.nodes):
+        image_score = scores[node.name]["plugins"]["ImageLocality"]
+        assert (image_score > 0) == (i in pulled), (node.name, image_score)
+
+
+def test_revision_pods_carry_queue_proxy_and_anti_affinity():
+    spec = make_spec("f")
+    pod = pod_from_k8s(revision_pod(spec))
+    names = [c.name for c in pod.containers]
+    assert "queue-proxy" in names
+    qp = dict(next(c for c in pod.containers if c.name == "queue-proxy").requests)
+    assert qp.get("cpu") == 25
+    assert pod.anti_affinity_preferred and pod.anti_affinity_preferred[0].weight == 100
+    assert pod.owner_kind == "ReplicaSet"
+
+
+def test_pending_pods_wait_for_capacity():
+    """A node that fits one pod: the second replica stays pending until the first is deleted."""
+    spec = make_spec("f", cc=1, cpu_mean=2.0)  # 250m + 25m per pod
+    cluster = make_cluster([{"name": "n", "count": 1, "cpu": "500m", "memory": "4Gi"}])
+    wl = make_workload(np.linspace(1.0, 20.0, 40), ["f"] * 40)
+    out = Simulation(cluster, {"f": spec}, wl, default_profile(), seed=0, config=SimConfig(timeout_s=120)).run()
+    scheduled = [p for p in out.pods if p.node >= 0]
+    # never two bound at the same time: a later pod is scheduled only after an earlier is deleted
+    for a in scheduled:
+        for b in scheduled:
+            if a is not b and a.scheduled_s < b.scheduled_s:
+                assert a.deleted_s is not None and a.deleted_s <= b.scheduled_s
+    assert any(p.node < 0 for p in out.pods) or len(scheduled) >= 1
+    assert np.all(out.node[out.status == K.ST_OK] == 0)
