@@ -43,14 +43,14 @@ testbed-up: setup
 ifeq ($(strip $(INVENTORY)),)
 	$(BIN)/scoretune testbed up
 else
-	$(BIN)/ansible-playbook -i $(INVENTORY) ansible/site.yml ansible/knative.yml ansible/scheduler.yml ansible/functions.yml ansible/loadgen.yml
+	ANSIBLE_CONFIG=ansible/ansible.cfg PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-playbook -i $(INVENTORY) ansible/site.yml ansible/knative.yml ansible/scheduler.yml ansible/functions.yml ansible/loadgen.yml
 endif
 
 testbed-down: setup
 ifeq ($(strip $(INVENTORY)),)
 	$(BIN)/scoretune testbed down
 else
-	$(BIN)/ansible-playbook -i $(INVENTORY) ansible/teardown.yml
+	ANSIBLE_CONFIG=ansible/ansible.cfg PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-playbook -i $(INVENTORY) ansible/teardown.yml
 endif
 
 clean:

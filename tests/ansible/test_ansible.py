@@ -1,0 +1,134 @@
+"""The Ansible lab: every playbook passes ``--syntax-check`` and the tree passes
+``ansible-lint --profile production`` (run once, offline: the collections come from PyPI's
+``ansible`` package in the dev extra, nothing from Galaxy); the roles are self-describing
+(argument specs cover their defaults), pin the same versions as testbed/kube/versions.py, and apply
+only files that ``scoretune kube render`` writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed.kube import versions
+from testbed.kube.render import RENDER_LAYOUT
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE = REPO / "ansible"
+BIN = Path(sys.executable).parent
+PLAYBOOKS = ["site.yml", "knative.yml", "scheduler.yml", "functions.yml", "loadgen.yml", "openwhisk.yml", "teardown.yml"]
+ROLES = sorted(p.name for p in (ANSIBLE / "roles").iterdir() if p.is_dir())
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(NO_COLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", PY_COLORS="0",
+               ANSIBLE_CONFIG=str(ANSIBLE / "ansible.cfg"), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
+    return env
+
+
+def _yaml(path: Path):
+    return yaml.safe_load(path.read_text())
+
+
+def test_every_playbook_passes_syntax_check():
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(ANSIBLE / "inventory" / "example.ini"), "--syntax-check",
+         *[str(ANSIBLE / p) for p in PLAYBOOKS]],
+        capture_output=True, text=True, env=_env(), timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [line.split(":", 1)[1].strip() for line in result.stdout.splitlines() if line.startswith("playbook:")] == [
+        str(ANSIBLE / p) for p in PLAYBOOKS]
+
+
+def test_ansible_lint_production_profile():
+    result = subprocess.run(
+        [str(BIN / "ansible-lint"), "--profile", "production", "--offline", "--nocolor", str(ANSIBLE)],
+        capture_output=True, text=True, env=_env(), cwd=REPO, timeout=600,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "Profile 'production' was required, and it passed." in out
+
+
+def test_example_inventory_has_the_lab_groups():
+    result = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", str(ANSIBLE / "inventory" / "example.ini"), "--list"],
+        capture_output=True, text=True, env=_env(), timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    inv = json.loads(result.stdout)
+    assert inv["control_plane"]["hosts"] == ["cp-1"]
+    assert inv["workers"]["hosts"] == ["worker-1", "worker-2", "worker-3"]
+    assert inv["loadgen"]["hosts"] == ["loadgen-1", "loadgen-2"]
+    assert sorted(inv["k8s_cluster"]["children"]) == ["control_plane", "workers"]
+
+
+def test_makefile_runs_the_playbooks_in_order():
+    makefile = (REPO / "Makefile").read_text()
+    up = re.search(r"ansible-playbook -i \$\(INVENTORY\) (.+)", makefile).group(1).split()
+    assert up == [f"ansible/{p}" for p in ["site.yml", "knative.yml", "scheduler.yml", "functions.yml", "loadgen.yml"]]
+    assert "ansible/teardown.yml" in makefile
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_role_layout_and_argument_specs_cover_the_defaults(role):
+    base = ANSIBLE / "roles" / role
+    for rel in ("defaults/main.yml", "tasks/main.yml", "meta/main.yml", "meta/argument_specs.yml"):
+        assert (base / rel).is_file(), f"{role} lacks {rel}"
+    defaults = _yaml(base / "defaults" / "main.yml")
+    specs = _yaml(base / "meta" / "argument_specs.yml")["argument_specs"]
+    for entry, spec in specs.items():
+        assert set(spec["options"]) == set(defaults), f"{role} entry point {entry}: options differ from defaults"
+    assert all(name.startswith(role + "_") for name in defaults), f"{role}: defaults must carry the role's prefix"
+
+
+def _default(role: str, name: str):
+    return _yaml(ANSIBLE / "roles" / role / "defaults" / "main.yml")[name]
+
+
+def test_roles_pin_the_versions_of_versions_py():
+    assert _default("kubernetes_packages", "kubernetes_packages_version") == versions.KUBERNETES_VERSION
+    assert _default("kubeadm_control_plane", "kubeadm_control_plane_kubernetes_version") == versions.KUBERNETES_VERSION
+    assert _default("kubeadm_control_plane", "kubeadm_control_plane_pod_subnet") == versions.POD_SUBNET
+    assert _default("cni_flannel", "cni_flannel_version") == versions.FLANNEL_VERSION
+    assert _default("knative_serving", "knative_serving_version") == versions.KNATIVE_SERVING_VERSION
+    assert _default("knative_serving", "knative_serving_kourier_version") == versions.NET_KOURIER_VERSION
+    assert _default("lab_teardown", "lab_teardown_knative_version") == versions.KNATIVE_SERVING_VERSION
+    assert _default("lab_teardown", "lab_teardown_kourier_version") == versions.NET_KOURIER_VERSION
+    assert _default("lab_teardown", "lab_teardown_flannel_version") == versions.FLANNEL_VERSION
+
+
+def _flatten(tasks):
+    for task in tasks or []:
+        if "block" in task:
+            yield from _flatten(task["block"])
+        else:
+            yield task
+
+
+def test_roles_apply_only_what_scoretune_renders():
+    """Every rendered-file path named in a task is one ``scoretune kube render`` writes, and every
+    file it writes is applied by some role."""
+    named: set[str] = set()
+    pattern = re.compile(r"render_dir \}\}/([a-z]+)/(\{\{ item \}\}|[a-z-]+)\.yaml")
+    for path in (ANSIBLE / "roles").rglob("tasks/*.yml"):
+        text = path.read_text()
+        tasks = list(_flatten(_yaml(path)))
+        for folder, leaf in pattern.findall(text):
+            if leaf == "{{ item }}":
+                prefix = f"render_dir }}}}/{folder}/{{{{ item }}}}.yaml"
+                for task in tasks:
+                    if prefix in json.dumps(task):
+                        named.update(f"{folder}/{item}.yaml" for item in task["loop"])
+            else:
+                named.add(f"{folder}/{leaf}.yaml")
+    assert named <= set(RENDER_LAYOUT), named - set(RENDER_LAYOUT)
+    assert set(RENDER_LAYOUT) <= named
