@@ -90,6 +90,7 @@ def evaluate_command(
     metric: str = typer.Option("mean", help="Latency metric: mean, p50, p95 or p99."),
     jobs: int = typer.Option(2, help="Worker processes."),
     seed_offset: int = typer.Option(0, help="First seed (a validation run on the training split uses an offset)."),
+    oracle_only: bool = typer.Option(False, "--oracle-only", help="Only compute and cache the oracle (DIR/oracle.json)."),
 ) -> None:
     """Run every method on every held-out scenario and write the results table and plots."""
     from agent.evaluate import evaluate, markdown_table
@@ -109,11 +110,16 @@ def evaluate_command(
             raise AgentError(f"--ablation {item!r}: {file} does not exist")
         policies[name] = file
     method_list = [m for m in methods.split(",") if m]
+    if oracle_only:
+        method_list, policies = [], {}
     table = evaluate(
         names, seeds=seeds, out_dir=out, methods=method_list, policies=policies, steps=steps,
         oracle_runs=oracle_runs, metric=metric, jobs=jobs, seed_offset=seed_offset,
         config={"split": split, "command": "scoretune evaluate " + " ".join(_argv_tail("evaluate"))},
     )
+    if oracle_only:
+        console.print(f"oracle cached in {out / 'oracle.json'}")
+        return
     best_baseline = json.loads((out / "evaluation.json").read_text()).get("best_baseline")
     console.print(markdown_table(table, best_baseline))
     console.print(f"wrote {out}/table.md, table.csv, results.csv, tuning-curves.png, final-improvement.png")

@@ -106,6 +106,8 @@ def run_task(task: Task, objective_factory: Callable[[str, int, str], Objective]
         oracle = task.oracle_known
     else:
         oracle = oracle_search(objective, codec, task.oracle_runs, task.seed) if task.oracle_runs > 0 else math.inf
+    if not rows:  # oracle only (precomputing oracle.json)
+        return [{"scenario": task.scenario, "seed": task.seed, "method": ORACLE, "metrics": [], "oracle_search": oracle}]
     best_seen = min(min(r["metrics"]) for r in rows)
     for r in rows:
         r["oracle_search"] = oracle
@@ -275,6 +277,9 @@ def evaluate(
         for r in rows:
             cache[key(r["scenario"], r["seed"])] = r["oracle_search"]
         cache_path.write_text(json.dumps(cache, indent=2, sort_keys=True) + "\n")
+    if not all_methods:
+        log.info("oracle only: %d values cached in %s", len(rows), cache_path)
+        return pd.DataFrame()
     frame = score_rows(rows)
     table = summary_table(frame)
     flat = frame.copy()
