@@ -180,7 +180,10 @@ class Scheduler:
         if len(self._index) != len(self.node_names):
             raise TestbedError("node names must be unique")
         self.kube_version = kube_version
-        self._balance_change = scoring.uses_balance_change(kube_version)
+        try:
+            self._balance_change = scoring.uses_balance_change(kube_version)
+        except ValueError as err:
+            raise TestbedError(str(err)) from None
         n = len(self._nodes)
         self._n = n
         extra = sorted({r for node in self._nodes for r in node.allocatable if r not in (CPU, MEMORY, PODS)})

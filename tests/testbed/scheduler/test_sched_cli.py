@@ -49,7 +49,7 @@ def test_score_with_second_profile_and_versions():
 def test_score_unknown_profile_is_one_error_line():
     r = score("--profile", "nope")
     assert r.exit_code == 1
-    assert "no profile has schedulerName 'nope'" in str(r.exception)
+    assert "no profile has schedulerName 'nope'" in r.output + str(r.exception)
 
 
 def test_config_writes_a_valid_file(tmp_path):
@@ -75,7 +75,7 @@ def test_config_rtcr_shape_to_stdout():
 
 def test_config_rejects_bad_weight():
     r = runner.invoke(app, ["scheduler", "config", "--weights", "NodeResourcesFit=500"])
-    assert r.exit_code == 1 and "not in 1..100" in str(r.exception)
+    assert r.exit_code == 1 and "not in 1..100" in r.output + str(r.exception)
 
 
 def test_validate_reports_field_named_errors(tmp_path):
@@ -116,3 +116,8 @@ def test_weights_prints_the_compact_form():
     assert r.output.strip() == (
         "TaintToleration=1,NodeAffinity=2,NodeResourcesFit=5,PodTopologySpread=2,InterPodAffinity=2,NodeResourcesBalancedAllocation=disabled,ImageLocality=3"
     )
+
+
+def test_bad_kube_version_is_one_error_line():
+    r = score("--kube-version", "latest")
+    assert r.exit_code == 1 and "MAJOR.MINOR" in r.output + str(r.exception)
