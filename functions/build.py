@@ -33,6 +33,7 @@ from typing import Any
 import jinja2
 
 from functions.errors import FunctionsError
+from functions.runtime import SINGLE_THREAD_ENV
 from functions.spec import FUNCTIONS_DIR, FunctionSpec
 from functions.specfile import mib_quantity, update_spec_file
 
@@ -74,6 +75,7 @@ def render_dockerfile(spec: FunctionSpec, *, base_image: str = BASE_IMAGE) -> st
         port=CONTAINER_PORT,
         uid=CONTAINER_UID,
         spec_sha256=spec_digest(spec),
+        thread_env=SINGLE_THREAD_ENV,
     )
 
 

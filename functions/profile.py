@@ -39,17 +39,11 @@ from typing import Any
 import numpy as np
 
 from functions.errors import FunctionsError
+from functions.runtime import SINGLE_THREAD_ENV
 from functions.spec import FunctionSpec, MeasuredProfile
 from functions.specfile import mib_quantity, update_spec_file
 
 log = logging.getLogger(__name__)
-
-SINGLE_THREAD_ENV = {
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1",
-}
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,15 @@ DEFAULT_PORT = 8080  # Knative's default user port (pkg/apis/serving/v1 DefaultU
 MAX_CONCURRENCY = 1000  # Knative's upper bound on containerConcurrency (config-defaults max)
 READY_WAIT_S = 300.0  # how long a request that arrives during warm-up waits for readiness
 
+# BLAS/OpenMP pools pinned to one thread, as the image sets them (Dockerfile.j2): a request's CPU
+# seconds are then seconds of one core, the unit of the spec's work.cpu_s.
+SINGLE_THREAD_ENV = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
+
 NODE_HEADER = "X-Scoretune-Node"
 COLD_START_HEADER = "X-Scoretune-Cold-Start"
 
@@ -360,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to drain on SIGTERM")
     parser.add_argument("--log-level", default=os.environ.get("SCORETUNE_LOG_LEVEL", "warning"))
     args = parser.parse_args(argv)
+    for key, value in SINGLE_THREAD_ENV.items():  # before the handler (and numpy) is imported
+        os.environ.setdefault(key, value)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         serve(
