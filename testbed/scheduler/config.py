@@ -612,7 +612,7 @@ def validate_config_dict(d: Any) -> list[str]:
                 errs.append(_required(f"{cp}.name", "a plugin config needs a name"))
                 continue
             if pc["name"] in seen:
-                errs.append(f"{cp}.name: Duplicate value: {json.dumps(pc['name'])}")
+                errs.append(f"{cp}: Duplicate value: {json.dumps(pc['name'])}")
             seen.add(pc["name"])
             errs.extend(_args_errors(pc["name"], pc.get("args"), f"{cp}.args"))
         if not errs:
@@ -620,8 +620,31 @@ def validate_config_dict(d: Any) -> list[str]:
                 _profile_from_dict(prof, global_pct=pct, path=pp)
             except ConfigError as err:
                 errs.append(f"{err.field}: {err.detail}")
-    if len(set(queue_sorts)) > 1:
-        errs.append(_invalid("profiles[1].plugins.queueSort", None, "queueSort must be the same for all profiles"))
+    for i in range(1, len(queue_sorts)):
+        if queue_sorts[i] != queue_sorts[0]:
+            errs.append(_invalid(f"profiles[{i}].plugins.queueSort", json.loads(queue_sorts[i]), "has to match for all profiles"))
+    errs.extend(_extender_errors(d.get("extenders")))
+    return errs
+
+
+def _extender_errors(extenders: Any) -> list[str]:
+    """``validateExtenders``: a prioritizing extender needs a positive weight; one binder at most."""
+    if extenders is None:
+        return []
+    if not isinstance(extenders, list):
+        return [_invalid("extenders", extenders, "must be a list")]
+    errs = []
+    binders = 0
+    for i, e in enumerate(extenders):
+        if not isinstance(e, dict):
+            errs.append(_invalid(f"extenders[{i}]", e, "must be a mapping"))
+            continue
+        if e.get("prioritizeVerb") and (not _is_int(e.get("weight", 0)) or e.get("weight", 0) <= 0):
+            errs.append(_invalid(f"extenders[{i}].weight", e.get("weight", 0), "must have a positive weight applied to it"))
+        if e.get("bindVerb"):
+            binders += 1
+    if binders > 1:
+        errs.append(_invalid("extenders", f"found {binders} extenders implementing bind", "only one extender can implement bind"))
     return errs
 
 
