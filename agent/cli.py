@@ -40,12 +40,13 @@ bench_app = typer.Typer(help="Measure the speed of the inner loops and print JSO
 
 @app.callback()
 def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level.")) -> None:
+    from rich.console import Console
     from rich.logging import RichHandler
 
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(message)s",
-        handlers=[RichHandler(show_path=False, rich_tracebacks=False)],
+        handlers=[RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)],
         force=True,
     )
 
