@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 INVENTORY ?=
+ANSIBLE_EXTRA ?=
 PYTEST_ARGS ?=
 
 .PHONY: setup test test-all lint bench tune testbed-up testbed-down clean
@@ -43,14 +44,14 @@ testbed-up: setup
 ifeq ($(strip $(INVENTORY)),)
 	$(BIN)/scoretune testbed up
 else
-	ANSIBLE_CONFIG=ansible/ansible.cfg PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-playbook -i $(INVENTORY) ansible/site.yml ansible/knative.yml ansible/scheduler.yml ansible/functions.yml ansible/loadgen.yml
+	ANSIBLE_CONFIG=ansible/ansible.cfg PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-playbook -i $(INVENTORY) ansible/site.yml ansible/knative.yml ansible/scheduler.yml ansible/functions.yml ansible/loadgen.yml $(ANSIBLE_EXTRA)
 endif
 
 testbed-down: setup
 ifeq ($(strip $(INVENTORY)),)
 	$(BIN)/scoretune testbed down
 else
-	ANSIBLE_CONFIG=ansible/ansible.cfg PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-playbook -i $(INVENTORY) ansible/teardown.yml
+	ANSIBLE_CONFIG=ansible/ansible.cfg PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-playbook -i $(INVENTORY) ansible/teardown.yml $(ANSIBLE_EXTRA)
 endif
 
 clean:

@@ -73,7 +73,8 @@ def test_example_inventory_has_the_lab_groups():
 
 def test_makefile_runs_the_playbooks_in_order():
     makefile = (REPO / "Makefile").read_text()
-    up = re.search(r"ansible-playbook -i \$\(INVENTORY\) (.+)", makefile).group(1).split()
+    up = [w for w in re.search(r"ansible-playbook -i \$\(INVENTORY\) (.+)", makefile).group(1).split()
+          if not w.startswith("$(")]
     assert up == [f"ansible/{p}" for p in ["site.yml", "knative.yml", "scheduler.yml", "functions.yml", "loadgen.yml"]]
     assert "ansible/teardown.yml" in makefile
 
