@@ -278,6 +278,11 @@ def _containers(raw: Any, *, init: bool, file: str | None, field: str) -> tuple[
             raise ConfigError("must be a mapping", file=file, field=f)
         res = c.get("resources") or {}
         requests = _resource_list(res.get("requests"), file=file, field=f"{f}.resources.requests")
+        # API-server defaulting (pkg/apis/core/v1/defaults.go, SetDefaults_Pod): a resource with a
+        # limit and no request requests its limit, so a stored pod always shows it.
+        limits = _resource_list(res.get("limits"), file=file, field=f"{f}.resources.limits")
+        for k, v in limits.items():
+            requests.setdefault(k, v)
         out.append(
             Container(
                 name=str(c.get("name") or ""),

@@ -169,3 +169,9 @@ def test_add_and_remove_node_image_equal_a_fresh_scheduler():
     assert s.plugin_scores(pod)[0]["ImageLocality"].tolist() == fresh.plugin_scores(pod)[0]["ImageLocality"].tolist() != before
     s.remove_node_image(1, "fn:latest")
     assert s.plugin_scores(pod)[0]["ImageLocality"].tolist() == before
+
+
+def test_limits_without_requests_default_the_requests():
+    obj = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "500m"}}}]}}
+    p = pod_from_k8s(obj)
+    assert p.requests == {"cpu": 500, "memory": 2**30}
