@@ -98,7 +98,7 @@ def evaluate_command(
 
     names = [s for s in scenarios.split(",") if s] or split_names(split)
     policies: dict[str, str] = {}
-    if policy and str(policy) not in ("", "none"):
+    if policy and str(policy) not in ("", "none") and not oracle_only:
         if not policy.exists():
             raise AgentError(f"{policy}: policy file does not exist (train one with `scoretune train --ship NAME`)")
         policies["policy"] = str(policy)

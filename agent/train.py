@@ -8,7 +8,8 @@ environment is four whole experiments, not 2048 steps of one.
 
 Outputs under ``--out``: ``model.zip`` (the MLP), ``model.json`` (everything needed to rebuild its
 observations, plus the exact command), ``checkpoints/``, TensorBoard and CSV logs. With
-``--ship NAME`` the model and its config are copied to ``agent/policies/NAME.{zip,json}``.
+``--ship NAME`` the policy network alone (no optimiser state) and its config are written to
+``agent/policies/NAME.{zip,json}``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -67,7 +67,7 @@ class Args:
     normalize_reward: bool = _doc("Scale rewards with VecNormalize's running return std (training only).", default=True)
     checkpoint_freq: int = _doc("Save a checkpoint every N environment steps (0 = never).", default=1000)
     progress_bar: bool = _doc("Show SB3's progress bar.", default=True)
-    ship: str = _doc("Copy the trained policy to agent/policies/NAME.{zip,json} (empty = don't).", default="")
+    ship: str = _doc("Write the policy network to agent/policies/NAME.{zip,json} (empty = don't).", default="")
 
 
 def make_sampler(args: Args):
@@ -182,8 +182,8 @@ def train(args: Args, sampler=None) -> Path:
     (out / "model.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     log.info("trained %d steps in %.0f s -> %s", args.total_timesteps, elapsed, model_path)
     if args.ship:
-        POLICIES_DIR.mkdir(exist_ok=True)
-        shutil.copyfile(model_path, POLICIES_DIR / f"{args.ship}.zip")
-        shutil.copyfile(out / "model.json", POLICIES_DIR / f"{args.ship}.json")
-        log.info("shipped as %s", POLICIES_DIR / f"{args.ship}.zip")
+        from agent.tuners import export_policy
+
+        shipped = export_policy(model_path, config, POLICIES_DIR / f"{args.ship}.zip")
+        log.info("shipped the policy network as %s", shipped)
     return model_path

@@ -310,7 +310,7 @@ class Experiment:
             _append(self.out_dir, record)
             self.records.append(record)
             self.tuner.tell(np.asarray(record.action, dtype=np.float32), record.metric)
-            log.info("step %d/%d: %s -> %.4f s (%+.2f %%)", step, self.config.steps, record.label,
+            log.debug("step %d/%d: %s -> %.4f s (%+.2f %%)", step, self.config.steps, record.label,
                      record.metric, record.improvement_pct)
             if self.on_step:
                 self.on_step(record, self.records)

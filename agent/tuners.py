@@ -217,6 +217,7 @@ class PolicyConfig:
     frame_stack: int = 4
     metric: str = "mean"
     codec: Mapping[str, Any] = field(default_factory=dict)
+    format: str = "model"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -227,7 +228,7 @@ class PolicyConfig:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise InputError(f"cannot read the policy config: {err}", file=path) from err
-        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "codec"}
+        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "codec", "format"}
         return cls(**{k: v for k, v in data.items() if k in known}, extra={k: v for k, v in data.items() if k not in known})
 
 
@@ -236,20 +237,37 @@ def policy_config_path(policy: Path) -> Path:
     return policy.with_suffix(".json")
 
 
-def load_model(policy: Path, algo: str):
+def load_model(policy: Path, algo: str, fmt: str = "model"):
+    """An object with SB3's ``predict(obs, deterministic=True)``: a whole saved model (``model``:
+    policy + optimiser state, what ``model.save`` writes) or just the policy network (``policy``:
+    what ships in agent/policies/, see :func:`export_policy`)."""
     import torch
     from stable_baselines3 import PPO, SAC
+    from stable_baselines3.common.policies import ActorCriticPolicy
+    from stable_baselines3.sac.policies import SACPolicy
+
+    from agent.errors import InputError
 
     torch.set_num_threads(1)  # a 64-64 MLP: one thread answers in microseconds, more only contend
-
     if not policy.exists():
-        from agent.errors import InputError
-
         raise InputError("policy file does not exist", file=policy)
-    cls = {"ppo": PPO, "sac": SAC}.get(algo)
-    if cls is None:
+    if algo not in ("ppo", "sac"):
         raise AgentError(f"unknown algorithm {algo!r} in the policy config; valid: ppo, sac")
-    return cls.load(str(policy), device="cpu")
+    if fmt == "policy":
+        return {"ppo": ActorCriticPolicy, "sac": SACPolicy}[algo].load(str(policy), device="cpu")
+    if fmt != "model":
+        raise InputError(f"unknown policy format {fmt!r}; valid: model, policy", file=policy, field="format")
+    return {"ppo": PPO, "sac": SAC}[algo].load(str(policy), device="cpu")
+
+
+def export_policy(model_zip: Path, config: Mapping[str, Any], out_zip: Path, **extra: Any) -> Path:
+    """Write only the policy network of a saved model (no optimiser state) and its config beside it."""
+    model = load_model(model_zip, str(config.get("algo", "ppo")))
+    out_zip.parent.mkdir(parents=True, exist_ok=True)
+    model.policy.save(str(out_zip))
+    data = {**dict(config), **extra, "format": "policy"}
+    policy_config_path(out_zip).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return out_zip
 
 
 class PolicyTuner:
@@ -285,7 +303,7 @@ class PolicyTuner:
     @classmethod
     def from_file(cls, policy: Path, *, steps: int | None = None, context: Mapping[str, float] | None = None):
         config = PolicyConfig.load(policy_config_path(policy))
-        return cls(load_model(policy, config.algo), config, steps=steps, context=context)
+        return cls(load_model(policy, config.algo, config.format), config, steps=steps, context=context)
 
     def suggest(self) -> np.ndarray:
         if self.obs is None:

@@ -10,7 +10,7 @@ from agent_fixtures import AnalyticObjective, analytic_sampler
 from agent.actions import ActionCodec
 from agent.evaluate import run_tuner
 from agent.train import Args, train
-from agent.tuners import PolicyTuner
+from agent.tuners import PolicyTuner, export_policy
 
 
 def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
@@ -29,6 +29,11 @@ def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
     # deterministic: the same experiment twice gives the same runs
     again = run_tuner(PolicyTuner.from_file(model_path), AnalyticObjective(seed=1), 5, ActionCodec())
     assert again == metrics
+    # the shipped form (policy network only) acts exactly like the whole model, and is smaller
+    shipped = export_policy(model_path, config, tmp_path / "ship" / "p.zip")
+    assert json.loads(shipped.with_suffix(".json").read_text())["format"] == "policy"
+    assert shipped.stat().st_size < model_path.stat().st_size
+    assert run_tuner(PolicyTuner.from_file(shipped), AnalyticObjective(seed=1), 5, ActionCodec()) == metrics
 
 
 def test_tiny_ppo_run_on_the_simulator(tmp_path):
