@@ -139,7 +139,8 @@ def tune_command(
     cluster: str = typer.Option("", help="Cluster spec name or path (default: the workload scenario's)."),
     workload: str = typer.Option("lab", help="Workload: a Parquet file, 'lab', or a scenario name."),
     policy: Path = typer.Option(None, help="Tune with this trained policy (zip; its .json beside it)."),
-    method: str = typer.Option("", help="Tune with a baseline instead: default, equal, random, tpe, gp, cmaes, hill."),
+    method: str = typer.Option("", help="Tune with a baseline instead: default, equal, random, tpe, gp, cmaes, hill "
+                               "(or, with --policy, policy-sample: draw from the policy's Gaussian)."),
     steps: int = typer.Option(10, help="Runs after the reference (T)."),
     out: Path = typer.Option(None, help="Experiment directory (log, runs, summary, best config)."),
     resume: Path = typer.Option(None, help="Continue the interrupted experiment in this directory."),
@@ -185,7 +186,9 @@ def tune_command(
             policy = policy or SHIPPED_POLICY
             workload = "lab"
             backend = "auto"
-        if (policy is None) == (not method):
+        if policy is not None and method in ("policy", "policy-sample"):
+            pass  # the policy, deterministic or sampling
+        elif (policy is None) == (not method):
             raise AgentError("give exactly one of --policy FILE or --method NAME")
         if policy is not None and not Path(policy).exists():
             raise AgentError(f"{policy}: policy file does not exist")

@@ -84,7 +84,8 @@ class Task:
 
 def _method_tuner(method: str, task: Task, codec: ActionCodec) -> Tuner:
     if method in task.policies:
-        return make_tuner("policy", codec, seed=task.seed, policy=Path(task.policies[method]), steps=task.steps)
+        kind = "policy-sample" if method.endswith(":sample") else "policy"
+        return make_tuner(kind, codec, seed=task.seed, policy=Path(task.policies[method]), steps=task.steps)
     return make_tuner(method, codec, seed=task.seed)
 
 

@@ -29,7 +29,7 @@ from agent.errors import AgentError
 log = logging.getLogger(__name__)
 
 BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill")
-METHODS = (*BASELINES, "policy")
+METHODS = (*BASELINES, "policy", "policy-sample")
 
 
 @runtime_checkable
@@ -272,7 +272,9 @@ def export_policy(model_zip: Path, config: Mapping[str, Any], out_zip: Path, **e
 
 class PolicyTuner:
     """A trained policy as a tuner: ``tell`` steps the training environment with the measured
-    metric, ``suggest`` asks the model (deterministic action) for the next weights."""
+    metric, ``suggest`` asks the model for the next weights — its mean action (``deterministic``)
+    or, with ``deterministic=False``, a draw from its Gaussian with a seeded numpy generator (so
+    a resumed experiment draws the same actions)."""
 
     name = "policy"
 
@@ -283,9 +285,13 @@ class PolicyTuner:
         *,
         steps: int | None = None,
         context: Mapping[str, float] | None = None,
+        deterministic: bool = True,
+        seed: int = 0,
     ) -> None:
         from agent.env import make_env
 
+        self.deterministic = deterministic
+        self.rng = np.random.default_rng(seed)
         self.model = model
         self.config = config
         self.codec = ActionCodec.from_dict(config.codec) if config.codec else ActionCodec()
@@ -301,15 +307,28 @@ class PolicyTuner:
         self.obs: np.ndarray | None = None
 
     @classmethod
-    def from_file(cls, policy: Path, *, steps: int | None = None, context: Mapping[str, float] | None = None):
+    def from_file(cls, policy: Path, *, steps: int | None = None, context: Mapping[str, float] | None = None,
+                  deterministic: bool = True, seed: int = 0):
         config = PolicyConfig.load(policy_config_path(policy))
-        return cls(load_model(policy, config.algo, config.format), config, steps=steps, context=context)
+        return cls(load_model(policy, config.algo, config.format), config, steps=steps, context=context,
+                   deterministic=deterministic, seed=seed)
 
     def suggest(self) -> np.ndarray:
         if self.obs is None:
             raise AgentError("the policy tuner must be told the reference run before it suggests")
         action, _ = self.model.predict(self.obs, deterministic=True)
-        return np.clip(np.asarray(action, dtype=np.float32).reshape(-1), -1.0, 1.0)
+        action = np.asarray(action, dtype=np.float64).reshape(-1)
+        if not self.deterministic:
+            action = action + self._std() * self.rng.standard_normal(action.shape)
+        return np.clip(action, -1.0, 1.0).astype(np.float32)
+
+    def _std(self) -> np.ndarray:
+        """The state-independent action std of a PPO Gaussian policy (``exp(log_std)``)."""
+        policy = getattr(self.model, "policy", self.model)
+        log_std = getattr(policy, "log_std", None)
+        if log_std is None:
+            raise AgentError("stochastic suggestions need a PPO policy with a Gaussian log_std")
+        return np.exp(log_std.detach().cpu().numpy().astype(np.float64))
 
     def tell(self, action: np.ndarray, metric: float) -> None:
         self.slot.value = float(metric)
@@ -341,8 +360,8 @@ def make_tuner(
         return OptunaTuner(method, codec, seed)
     if method == "hill":
         return HillClimber(codec, seed)
-    if method == "policy":
+    if method in ("policy", "policy-sample"):
         if policy is None:
-            raise AgentError("method 'policy' needs a policy file (--policy FILE)")
-        return PolicyTuner.from_file(policy, steps=steps, context=context)
+            raise AgentError(f"method {method!r} needs a policy file (--policy FILE)")
+        return PolicyTuner.from_file(policy, steps=steps, context=context, deterministic=method == "policy", seed=seed)
     raise AgentError(f"unknown method {method!r}; valid: {list(METHODS)}")
