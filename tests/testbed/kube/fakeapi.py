@@ -29,6 +29,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from kubernetes import client
+
+from testbed.kube.backend import KubeBackend, KubeTimeouts
+
 NOW = "2026-12-02T10:00:00Z"
 
 
@@ -430,3 +434,14 @@ def squeeze(calls: list[str]) -> list[str]:
         if not out or out[-1] != c:
             out.append(c)
     return out
+
+
+def make_backend(fake: FakeKube, **timeouts: float) -> KubeBackend:
+    """A KubeBackend aimed at ``fake`` (its API and its ingress), with short polls and timeouts."""
+    cfg = client.Configuration(host=fake.url)
+    cfg.retries = 0
+    base = {"poll_s": 0.01, "rollout_s": 5.0, "rollback_s": 5.0, "drain_s": 5.0, "api_s": 5.0, "watch_s": 1,
+            "settle_s": 0.3}
+    base.update(timeouts)
+    return KubeBackend(api_client=client.ApiClient(cfg), functions=list(fake.functions), ingress_url=fake.url,
+                       timeouts=KubeTimeouts(**base), start_lead_s=1.5)

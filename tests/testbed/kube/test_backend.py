@@ -10,8 +10,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from conftest import make_backend
-from fakeapi import squeeze
+from fakeapi import make_backend, squeeze
 
 from loadgen.workload import make_workload
 from testbed.backend import Backend
