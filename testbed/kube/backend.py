@@ -159,8 +159,17 @@ class PodWatch:
         return self
 
     def _list(self) -> str:
-        pods = self._core.list_namespaced_pod(self._namespace, label_selector=self._selector,
-                                              _request_timeout=self._timeouts.api_s)
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            pods = self._core.list_namespaced_pod(self._namespace, label_selector=self._selector,
+                                                  _request_timeout=self._timeouts.api_s)
+        except ApiException as err:
+            raise TestbedError(f"Kubernetes API: listing function pods in {self._namespace} failed: "
+                               f"{_api_message(err)}") from None
+        except HTTPError as err:
+            raise TestbedError(f"Kubernetes API: listing function pods in {self._namespace} failed: {err}") from None
         for pod in pods.items or []:
             self._observe("ADDED", pod)
         return str(pods.metadata.resource_version or "")
@@ -225,14 +234,18 @@ class PodWatch:
             except ApiException as err:
                 if err.status == 410:
                     log.info("pod watch: resourceVersion %s expired, listing again", self._resource_version)
-                    self._resource_version = self._list()
+                    try:
+                        self._resource_version = self._list()
+                    except TestbedError as again:
+                        self.error = str(again)
+                        return
                     continue
-                self.error = f"watching pods in {self._namespace}: {_api_message(err)}"
+                self.error = f"watching pods in {self._namespace} failed: {_api_message(err)}"
                 return
             except Exception as err:  # connection lost: the run's placements are incomplete
                 if self._stop.is_set():
                     return
-                self.error = f"watching pods in {self._namespace}: {err}"
+                self.error = f"watching pods in {self._namespace} failed: {err}"
                 return
 
     def stop(self) -> None:
@@ -409,10 +422,10 @@ class KubeBackend:
             log.info("scheduler configuration %s is already applied", digest)
             self._wait_ready(digest, self.timeouts.rollout_s, "the current configuration")
         else:
-            self._write(text, digest)
             try:
+                self._write(text, digest)
                 self._wait_ready(digest, self.timeouts.rollout_s, "the new configuration")
-            except TestbedError as err:
+            except TestbedError as err:  # also a failed write: the ConfigMap may hold the new text
                 self._rollback(err, previous_text, previous_digest)
         self._profile = profile
         self._digest = digest

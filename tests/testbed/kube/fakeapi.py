@@ -94,6 +94,8 @@ class FakeKube:
         self.drain_after = 0
         self.function_lists = 0
         self.fail_paths: dict[str, tuple[int, str]] = {}
+        self.watch_errors: list[tuple[int, str, str]] = []
+        """ERROR events (code, reason, message) the next watch requests answer with, one each."""
         self.node_of: Callable[[str], str] = lambda fn: nodes[sorted(functions).index(fn) % len(nodes)]
         self._pending_reads = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -289,8 +291,9 @@ class FakeKube:
         body = h._body() if method == "PATCH" else None
         if body is not None:
             self.bodies.append((f"{method} {path}", body, h.headers.get("Content-Type")))
-        if path in self.fail_paths:
-            code, msg = self.fail_paths[path]
+        key = next((k for k in (f"{method} {path}", path) if k in self.fail_paths), None)
+        if key is not None:
+            code, msg = self.fail_paths[key]
             return h._status(code, "InternalError" if code >= 500 else "Forbidden", msg)
         ns_re = r"/namespaces/([^/]+)"
         routes = [
@@ -392,6 +395,14 @@ class FakeKube:
         h.end_headers()
         deadline = time.monotonic() + timeout_s
         sent = since
+        if self.watch_errors:
+            code, reason, message = self.watch_errors.pop(0)
+            line = json.dumps({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                                           "code": code, "reason": reason, "message": message}})
+            data = line.encode() + b"\n"
+            h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n\r\n")
+            h.wfile.flush()
+            return
         try:
             while not self._closing:
                 with self.lock:

@@ -159,17 +159,20 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     """Real Locust replay against the fake's ingress; pods come and go through the watch."""
     backend.apply(BINPACK)
     fake.calls.clear()
+    fake.watch_errors.append((410, "Expired", "too old resource version: 1000 (1002)"))
     result = backend.run(_workload(), tmp_path / "run", seed=7)
     assert not result.failed, result.summary.get("failure")
     calls = squeeze(fake.calls)
-    assert calls[:5] == [
+    assert calls[:7] == [
         "GET /api/v1/nodes",
         "GET /apis/serving.knative.dev/v1/namespaces/default/services/fn-a",
         "GET /apis/serving.knative.dev/v1/namespaces/default/services/fn-b",
         f"GET {FN_PODS}",
+        f"GET {FN_PODS} watch",  # answered 410 Gone: list again, watch from there
+        f"GET {FN_PODS}",
         f"GET {FN_PODS} watch",
     ]
-    assert set(calls[5:]) <= {f"GET {FN_PODS} watch"}
+    assert set(calls[7:]) <= {f"GET {FN_PODS} watch"}
     assert fake.ingress_requests == {"fn-a": 10, "fn-b": 10}
     req = result.requests
     assert (req["status"] == "ok").all()
@@ -199,6 +202,41 @@ def test_a_service_that_is_not_ready_fails_the_run(fake, backend, tmp_path):
     assert result.summary["failure"] == "Knative Service default/fn-b is not Ready: Revision fn-b-00001 failed"
     assert len(result.requests) == 20 and (result.requests["status"] == "error").all()
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["failed"] is True
+
+
+def test_an_api_error_before_the_replay_fails_the_run(fake, backend, tmp_path):
+    fake.fail_paths[FN_PODS] = (500, "etcdserver: request timed out")
+    result = backend.run(_workload(), tmp_path / "run")
+    assert result.failed
+    assert result.summary["failure"] == ("Kubernetes API: listing function pods in default failed: "
+                                         "500 Internal Server Error: etcdserver: request timed out")
+    assert fake.ingress_requests == {}
+
+
+def test_a_watch_that_breaks_during_the_run_fails_it(fake, backend, tmp_path):
+    """The replay completes, but placements are incomplete: the run must not read as good."""
+    fake.watch_errors.append((500, "InternalError", "watch chan error: etcdserver: no leader"))
+    result = backend.run(_workload(n=4, duration_s=0.5), tmp_path / "run")
+    assert result.failed
+    assert result.summary["failure"] == ("watching pods in default failed: "
+                                         "500 InternalError: watch chan error: etcdserver: no leader")
+    assert (result.requests["status"] == "ok").all()  # what was measured is kept
+
+
+def test_a_failed_write_is_rolled_back(fake, backend):
+    backend.apply(BINPACK)
+    good = fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY]
+    fake.calls.clear()
+    fake.fail_paths[f"PATCH {DEP}"] = (500, "etcdserver: leader changed")
+    with pytest.raises(TestbedError) as err:
+        backend.apply(SPREAD)
+    assert str(err.value) == (
+        "Kubernetes API: rolling Deployment kube-system/scoretune-scheduler failed: 500 Internal Server Error: "
+        "etcdserver: leader changed; rolling back to the previous configuration also failed: Kubernetes API: "
+        "rolling Deployment kube-system/scoretune-scheduler failed: 500 Internal Server Error: etcdserver: leader changed")
+    assert fake.calls[:3] == [f"GET {CM}", f"GET {DEP}", f"PATCH {CM}"]
+    assert fake.calls[3:6] == [f"PATCH {DEP}", f"PATCH {CM}", f"PATCH {DEP}"]
+    assert fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY] == good
 
 
 def test_a_function_that_is_not_deployed_fails_the_run(fake, backend, tmp_path):
