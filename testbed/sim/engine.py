@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from functions.errors import InputError
 from functions.knative import revision_pod
 from functions.spec import FunctionSpec
-from functions.work import sample_work
+from functions.work import draw, sample_work
 from testbed.autoscaler.kpa import AutoscalerConfig, RevisionAutoscaler
 from testbed.scheduler.objects import normalized_image_name, pod_from_k8s
 from testbed.sim import kernel as K
@@ -158,8 +159,10 @@ class Simulation:
         self.config = cfg = config or SimConfig()
         self.profile = profile
         frame = workload.frame
-        names_in = frame["function"].to_numpy(dtype=object)
-        used = sorted(set(names_in.tolist()))
+        n_req = len(frame)
+        self.n_req = n_req
+        codes, uniques = pd.factorize(frame["function"], sort=True)
+        used = [str(u) for u in uniques]
         missing = [n for n in used if n not in specs]
         if missing:
             raise InputError(
@@ -167,10 +170,7 @@ class Simulation:
             )
         self.fnames = used
         self.specs = [specs[n] for n in used]
-        fidx = {n: i for i, n in enumerate(used)}
-        n_req = len(frame)
-        self.n_req = n_req
-        fn = np.fromiter((fidx[x] for x in names_in), dtype=np.int64, count=n_req) if n_req else np.zeros(0, np.int64)
+        fn = np.asarray(codes, dtype=np.int64)
         t = frame["t_s"].to_numpy(dtype=np.float64)
 
         # ---- per-request work, drawn per function in name order from one seeded generator
@@ -178,16 +178,21 @@ class Simulation:
         work = np.zeros(n_req)
         mem = np.zeros(n_req)
         io = np.zeros(n_req)
-        payloads = frame["payload"].to_numpy(dtype=object)
+        custom = (frame["payload"] != "{}").to_numpy(dtype=bool) if n_req else np.zeros(0, dtype=bool)
+        payloads = frame["payload"].to_numpy(dtype=object) if custom.any() else None
         order = np.argsort(fn, kind="stable")
         counts = np.bincount(fn, minlength=len(used)) if n_req else np.zeros(len(used), np.int64)
         starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         for i, spec in enumerate(self.specs):
             rows = order[starts[i] : starts[i + 1]]
-            w = sample_work(spec, payloads[rows].tolist(), rng)
-            work[rows] = w.cpu_s
-            mem[rows] = w.memory_bytes
-            io[rows] = w.io_s
+            if payloads is not None and custom[rows].any():
+                w = sample_work(spec, payloads[rows].tolist(), rng)
+                work[rows], mem[rows], io[rows] = w.cpu_s, w.memory_bytes, w.io_s
+            else:
+                # what sample_work does for default payloads, without its per-row loop
+                work[rows] = draw(spec.work_cpu_s, len(rows), rng)
+                mem[rows] = float(spec.work_memory_bytes)
+                io[rows] = float(spec.work_io_s)
 
         self.rf = np.zeros((n_req, K.RF_COLS))
         self.rf[:, K.RF_T] = t
@@ -209,7 +214,9 @@ class Simulation:
         self.fi[:, K.FI_END] = starts[1:]
         self.fi[:, K.FI_QMAX] = cfg.activator_queue_depth
         self.ff = np.zeros((n_f, K.FF_COLS))
-        self.f_pods = np.zeros((n_f, 16), dtype=np.int64)
+        self.fi[:, K.FI_CC] = [spec.container_concurrency for spec in self.specs]
+        self.f_ready = np.zeros((n_f, 16), dtype=np.int64)
+        self.rng = np.array([(seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) % 2**64 | 1], dtype=np.uint64)
 
         # ---- nodes
         nodes = cluster.nodes
@@ -219,9 +226,11 @@ class Simulation:
         self.nf[:, K.NF_CORES] = [n.cpu_milli / 1000.0 for n in nodes]
         self.nf[:, K.NF_SPEED] = [n.speed for n in nodes]
         self.nf[:, K.NF_MEMCAP] = [float(n.memory_bytes) for n in nodes]
-        width = max(8, max((n.pods for n in nodes), default=8))
-        self.n_pods = np.zeros((n_nodes, min(width, 512)), dtype=np.int64)
-        self.n_npods = np.zeros(n_nodes, dtype=np.int64)
+        self.nf[:, K.NF_SHARE] = 1.0
+        self.nf[:, K.NF_ARG] = -1
+        width = max(1, max((n.pods for n in nodes), default=1))
+        self.n_act = np.zeros((n_nodes, width), dtype=np.int64)  # CPU-active pods per node (kernel)
+        self.n_nact = np.zeros(n_nodes, dtype=np.int64)
         self.nh_key = np.full(n_nodes, np.inf)
         self.nh_pos = np.arange(n_nodes, dtype=np.int64)
         self.nh_heap = np.arange(n_nodes, dtype=np.int64)
@@ -366,7 +375,7 @@ class Simulation:
         pi, pf = self.pi, self.pf
         pi[slot, K.PI_FN] = pod.function
         pi[slot, K.PI_NODE] = idx
-        pi[slot, K.PI_STATE] = K.POD_READY if warm_start else K.POD_STARTING
+        pi[slot, K.PI_STATE] = K.POD_STARTING
         pi[slot, K.PI_CAP] = cap
         pi[slot, K.PI_INFLIGHT] = 0
         pi[slot, K.PI_K] = 0
@@ -380,17 +389,14 @@ class Simulation:
         pf[slot, K.PF_V] = 0.0
         pf[slot, K.PF_RATE] = 0.0
         self.nf[idx, K.NF_MEMUSED] += base
-        j = int(self.n_npods[idx])
-        if j == self.n_pods.shape[1]:
-            self.n_pods = np.concatenate([self.n_pods, np.zeros_like(self.n_pods)], axis=1)
-        self.n_pods[idx, j] = slot
-        self.n_npods[idx] = j + 1
+        pf[slot, K.PF_LAST] = 0.0
+        pf[slot, K.PF_NEXT] = np.inf
         f = pod.function
-        j = int(self.fi[f, K.FI_NPODS])
-        if j == self.f_pods.shape[1]:
-            self.f_pods = np.concatenate([self.f_pods, np.zeros_like(self.f_pods)], axis=1)
-        self.f_pods[f, j] = slot
-        self.fi[f, K.FI_NPODS] = j + 1
+        self.fi[f, K.FI_NPODS] += 1
+        if self.fi[f, K.FI_NPODS] > self.f_ready.shape[1]:  # room for every bound pod to be ready
+            self.f_ready = np.concatenate([self.f_ready, np.zeros_like(self.f_ready)], axis=1)
+        if warm_start:
+            K.pod_ready(slot, self.fi, self.f_ready, self.pi)
         if not warm_start:
             self._ensure_timer_room()
             K.timer_push(self.tt, self.tc, self.counters, ready, -(slot + 1))
@@ -408,16 +414,8 @@ class Simulation:
         slot, n, f = pod.slot, pod.node, pod.function
         self.nf[n, K.NF_MEMUSED] -= self.pf[slot, K.PF_MEM]
         self.pf[slot, K.PF_MEM] = 0.0
-        row = self.n_pods[n, : self.n_npods[n]]
-        j = int(np.flatnonzero(row == slot)[0])
-        last = int(self.n_npods[n]) - 1
-        self.n_pods[n, j] = self.n_pods[n, last]
-        self.n_npods[n] = last
-        row = self.f_pods[f, : self.fi[f, K.FI_NPODS]]
-        j = int(np.flatnonzero(row == slot)[0])
-        last = int(self.fi[f, K.FI_NPODS]) - 1
-        self.f_pods[f, j : last] = self.f_pods[f, j + 1 : last + 1]  # keep creation order
-        self.fi[f, K.FI_NPODS] = last
+        assert self.pi[slot, K.PI_K] == 0, "a released pod has no request on the CPU"
+        self.fi[f, K.FI_NPODS] -= 1
         self.pi[slot, K.PI_STATE] = K.POD_FREE
         self.free_slots.setdefault(int(self.pi[slot, K.PI_CAP]), []).append(slot)
 
@@ -451,34 +449,24 @@ class Simulation:
                     self.pending.remove(p)
                     p.released = True
                     continue
-                st = int(self.pi[p.slot, K.PI_STATE])
-                if st == K.POD_STARTING or int(self.pi[p.slot, K.PI_INFLIGHT]) == 0:
-                    self.pi[p.slot, K.PI_STATE] = K.POD_DONE
+                if int(self.pi[p.slot, K.PI_INFLIGHT]) == 0:
+                    K.pod_unready(p.slot, K.POD_DONE, self.fi, self.f_ready, self.pi)
                     self._release(p)
                 else:
-                    self.pi[p.slot, K.PI_STATE] = K.POD_DRAINING
+                    K.pod_unready(p.slot, K.POD_DRAINING, self.fi, self.f_ready, self.pi)
                     self.draining.append(p)
 
     def _ready_counts(self) -> np.ndarray:
-        st = self.pi[: self.n_slots]
-        mask = st[:, K.PI_STATE] == K.POD_READY
-        return np.bincount(st[mask, K.PI_FN], minlength=len(self.fnames))
+        return self.fi[:, K.FI_NREADY].copy()
 
     # ------------------------------------------------------------------ the run
     def _kernel(self, limit: float) -> int:
         return int(
             K.run_segment(
-                limit, self.config.timeout_s, self.rf, self.ri, self.fi, self.ff, self.f_idx, self.f_pods,
-                self.pi, self.pf, self.nf, self.n_pods, self.n_npods, self.hv, self.hr, self.nh_key,
-                self.nh_pos, self.nh_heap, self.tt, self.tc, self.counters, self.stop_t,
+                limit, self.config.timeout_s, self.rf, self.ri, self.fi, self.ff, self.f_idx, self.f_ready,
+                self.pi, self.pf, self.nf, self.n_act, self.n_nact, self.hv, self.hr, self.nh_key,
+                self.nh_pos, self.nh_heap, self.tt, self.tc, self.counters, self.stop_t, self.rng,
             )
-        )
-
-    def _dispatch(self, f: int, now: float) -> None:
-        K.dispatch(
-            f, now, self.config.timeout_s, self.rf, self.ri, self.fi, self.ff, self.f_idx, self.f_pods,
-            self.pi, self.pf, self.nf, self.n_pods, self.n_npods, self.hv, self.hr, self.nh_key,
-            self.nh_pos, self.nh_heap, self.tt, self.tc, self.counters,
         )
 
     def _sync_watch(self, f: int) -> None:

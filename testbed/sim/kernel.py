@@ -20,9 +20,14 @@ Execution model (per node, event-driven processor sharing):
   node), not O(requests); the next completion of each node sits in an indexed heap over nodes;
 - after the CPU phase a request waits ``io`` seconds (timer heap) holding its concurrency slot.
 
-Dispatch: one FIFO per function (the activator's buffer, or the queue-proxy's when the activator is
-out of the path); the head goes to the ready pod with a free slot and the fewest in-flight requests
-(ties: the oldest pod). A request whose pod or node would run out of memory fails at once.
+Dispatch: one FIFO per function (the activator's per-revision breaker queue); its head goes to a
+ready pod with a free slot chosen by the activator's load-balancing policy for the revision's
+containerConcurrency (``pkg/activator/net/throttler.go``, ``lb_policy.go``): random choice of two
+(the less loaded, ties by a coin) for CC 0, first available for CC <= 3, round robin otherwise. The
+same dispatch is used when the activator is out of the path (the ingress balances over the pods
+and the queue-proxy queues), a simplification. ``FI_FREE`` counts ready pods with a free slot, so
+a saturated revision costs nothing to try. A request whose pod or node would run out of memory
+fails at once.
 """
 
 from __future__ import annotations
@@ -41,20 +46,21 @@ ST_PENDING, ST_OK, ST_ERROR, ST_TIMEOUT = 0, 1, 2, 3
 
 # --- function columns ------------------------------------------------------------------------
 FI_NEXT, FI_ARRIVED, FI_INSYS, FI_ARRIVALS, FI_WATCH, FI_NPODS, FI_START, FI_END, FI_QMAX = 0, 1, 2, 3, 4, 5, 6, 7, 8
-FI_COLS = 9
+FI_NREADY, FI_FREE, FI_RR, FI_CC = 9, 10, 11, 12
+FI_COLS = 13
 FF_AREA, FF_LAST = 0, 1
 FF_COLS = 2
 
 # --- pod columns -----------------------------------------------------------------------------
-PI_FN, PI_NODE, PI_STATE, PI_CAP, PI_INFLIGHT, PI_K, PI_HOFF, PI_HSIZE, PI_UID = 0, 1, 2, 3, 4, 5, 6, 7, 8
-PI_COLS = 9
-PF_READY, PF_LIMIT, PF_MEM, PF_MEMLIM, PF_V, PF_RATE = 0, 1, 2, 3, 4, 5
-PF_COLS = 6
+PI_FN, PI_NODE, PI_STATE, PI_CAP, PI_INFLIGHT, PI_K, PI_HOFF, PI_HSIZE, PI_UID, PI_ACTPOS = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+PI_COLS = 10
+PF_READY, PF_LIMIT, PF_MEM, PF_MEMLIM, PF_V, PF_RATE, PF_LAST, PF_NEXT = 0, 1, 2, 3, 4, 5, 6, 7
+PF_COLS = 8
 POD_FREE, POD_STARTING, POD_READY, POD_DRAINING, POD_DONE = 0, 1, 2, 3, 4
 
 # --- node columns ----------------------------------------------------------------------------
-NF_CORES, NF_SPEED, NF_MEMCAP, NF_MEMUSED, NF_LAST = 0, 1, 2, 3, 4
-NF_COLS = 5
+NF_CORES, NF_SPEED, NF_MEMCAP, NF_MEMUSED, NF_DEMAND, NF_SHARE, NF_ARG = 0, 1, 2, 3, 4, 5, 6
+NF_COLS = 7
 
 # --- counters (int64 array) ------------------------------------------------------------------
 C_NEXT_ARRIVAL, C_TIMERS, C_FINISHED, C_STOP_FN, C_EVENTS = 0, 1, 2, 3, 4
@@ -192,44 +198,96 @@ def _ph_pop(hv, hr, off, size):
 
 
 @njit(cache=True)
-def _node_advance(n, t, nf, n_pods, n_npods, pi, pf):
-    dt = t - nf[n, NF_LAST]
+def _pod_advance(p, t, pf):
+    """Bring pod ``p``'s virtual clock to ``t`` at its current rate."""
+    dt = t - pf[p, PF_LAST]
     if dt > 0.0:
-        for j in range(n_npods[n]):
-            p = n_pods[n, j]
-            if pi[p, PI_K] > 0:
-                pf[p, PF_V] += pf[p, PF_RATE] * dt
-    nf[n, NF_LAST] = t
+        pf[p, PF_V] += pf[p, PF_RATE] * dt
+    pf[p, PF_LAST] = t
 
 
 @njit(cache=True)
-def _node_rates_and_key(n, t, nf, n_pods, n_npods, pi, pf, hv, nh_key, nh_pos, nh_heap):
-    demand = 0.0
-    for j in range(n_npods[n]):
-        p = n_pods[n, j]
-        k = pi[p, PI_K]
-        if k > 0:
-            lim = pf[p, PF_LIMIT]
-            demand += k if k < lim else lim
+def _cap_k(k, lim):
+    return k if k < lim else lim
+
+
+@njit(cache=True)
+def _node_change(n, p, t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap):
+    """Pod ``p`` on node ``n`` (already advanced to ``t``) changed its CPU-active count: new rates and
+    the node's next completion. If the node's share is unchanged only ``p``'s rate changes; else
+    every active pod is advanced at its old rate and re-rated."""
+    demand = nf[n, NF_DEMAND]
     cores = nf[n, NF_CORES]
     share = 1.0 if demand <= cores else cores / demand
     speed = nf[n, NF_SPEED]
-    best = INF
-    for j in range(n_npods[n]):
-        p = n_pods[n, j]
+    if share == nf[n, NF_SHARE]:
         k = pi[p, PI_K]
         if k > 0:
             per = pf[p, PF_LIMIT] / k
-            if per > 1.0:
-                per = 1.0
-            rate = speed * share * per
+            rate = speed * share * (per if per < 1.0 else 1.0)
             pf[p, PF_RATE] = rate
-            dt = (hv[pi[p, PI_HOFF]] - pf[p, PF_V]) / rate
-            if dt < 0.0:
-                dt = 0.0
-            if t + dt < best:
-                best = t + dt
+            d = (hv[pi[p, PI_HOFF]] - pf[p, PF_V]) / rate
+            pf[p, PF_NEXT] = t + (d if d > 0.0 else 0.0)
+    else:
+        nf[n, NF_SHARE] = share
+        for j in range(n_nact[n]):
+            q = n_act[n, j]
+            _pod_advance(q, t, pf)
+            per = pf[q, PF_LIMIT] / pi[q, PI_K]
+            rate = speed * share * (per if per < 1.0 else 1.0)
+            pf[q, PF_RATE] = rate
+            d = (hv[pi[q, PI_HOFF]] - pf[q, PF_V]) / rate
+            pf[q, PF_NEXT] = t + (d if d > 0.0 else 0.0)
+    best = INF
+    arg = -1
+    for j in range(n_nact[n]):
+        q = n_act[n, j]
+        if pf[q, PF_NEXT] < best:
+            best = pf[q, PF_NEXT]
+            arg = q
+    nf[n, NF_ARG] = arg
     _nh_update(nh_key, nh_pos, nh_heap, n, best)
+
+
+@njit(cache=True)
+def _cpu_enter(p, n, t, work, r, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_pos, nh_heap):
+    k = pi[p, PI_K]
+    if k == 0:
+        pf[p, PF_LAST] = t  # an idle pod's clock stands still
+        j = n_nact[n]
+        n_act[n, j] = p
+        pi[p, PI_ACTPOS] = j
+        n_nact[n] = j + 1
+    else:
+        _pod_advance(p, t, pf)
+    _ph_push(hv, hr, pi[p, PI_HOFF], pi[p, PI_HSIZE], pf[p, PF_V] + work, r)
+    pi[p, PI_HSIZE] += 1
+    pi[p, PI_K] = k + 1
+    lim = pf[p, PF_LIMIT]
+    nf[n, NF_DEMAND] += _cap_k(k + 1, lim) - _cap_k(k, lim)
+    _node_change(n, p, t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap)
+
+
+@njit(cache=True)
+def _cpu_leave(n, t, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_pos, nh_heap):
+    """The next CPU completion on node ``n``: returns the request."""
+    p = np.int64(nf[n, NF_ARG])
+    _pod_advance(p, t, pf)
+    r = _ph_pop(hv, hr, pi[p, PI_HOFF], pi[p, PI_HSIZE])
+    pi[p, PI_HSIZE] -= 1
+    k = pi[p, PI_K]
+    pi[p, PI_K] = k - 1
+    lim = pf[p, PF_LIMIT]
+    nf[n, NF_DEMAND] -= _cap_k(k, lim) - _cap_k(k - 1, lim)
+    if k == 1:
+        j = pi[p, PI_ACTPOS]
+        last = n_nact[n] - 1
+        q = n_act[n, last]
+        n_act[n, j] = q
+        pi[q, PI_ACTPOS] = j
+        n_nact[n] = last
+    _node_change(n, p, t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap)
+    return r
 
 
 # ============================================================================================
@@ -261,28 +319,111 @@ def _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters):
     pf[p, PF_MEM] -= mem
     nf[pi[p, PI_NODE], NF_MEMUSED] -= mem
     pi[p, PI_INFLIGHT] -= 1
-    if pi[p, PI_STATE] == POD_DRAINING and pi[p, PI_INFLIGHT] == 0:
+    st = pi[p, PI_STATE]
+    if st == POD_READY:
+        if pi[p, PI_INFLIGHT] == pi[p, PI_CAP] - 1:
+            fi[f, FI_FREE] += 1
+    elif st == POD_DRAINING and pi[p, PI_INFLIGHT] == 0:
         pi[p, PI_STATE] = POD_DONE
     _area(f, t, fi, ff)
     fi[f, FI_INSYS] -= 1
 
 
 @njit(cache=True)
-def _pick_pod(f, fi, f_pods, pi):
-    best = -1
-    best_load = 1 << 60
-    for j in range(fi[f, FI_NPODS]):
-        p = f_pods[f, j]
-        if pi[p, PI_STATE] == POD_READY:
-            load = pi[p, PI_INFLIGHT]
-            if load < pi[p, PI_CAP] and load < best_load:
-                best = p
-                best_load = load
-    return best
+def _rand_below(rng, n):
+    """xorshift64: the kernel's own seeded generator (deterministic, no global state)."""
+    x = rng[0]
+    x ^= x << np.uint64(13)
+    x ^= x >> np.uint64(7)
+    x ^= x << np.uint64(17)
+    rng[0] = x
+    return np.int64(x % np.uint64(n))
 
 
 @njit(cache=True)
-def _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_pods, n_npods, hv, hr, nh_key, nh_pos, nh_heap,
+def _pick_pod(f, fi, f_ready, pi, rng):
+    if fi[f, FI_FREE] <= 0:
+        return -1
+    n = fi[f, FI_NREADY]
+    cc = fi[f, FI_CC]
+    if cc == 0:
+        # randomChoice2Policy: two distinct random targets, the one with fewer in-flight requests
+        if n == 1:
+            p = f_ready[f, 0]
+        else:
+            r1 = _rand_below(rng, n)
+            r2 = 1
+            if n > 2:
+                r2 = _rand_below(rng, n - 1)
+                if r2 >= r1:
+                    r2 += 1
+            else:
+                r1 = 0
+            p = f_ready[f, r1]
+            alt = f_ready[f, r2]
+            if pi[p, PI_INFLIGHT] > pi[alt, PI_INFLIGHT] or (
+                pi[p, PI_INFLIGHT] == pi[alt, PI_INFLIGHT] and _rand_below(rng, 2) == 0
+            ):
+                p = alt
+        if pi[p, PI_INFLIGHT] < pi[p, PI_CAP]:
+            return p
+        for j in range(n):  # the chosen one is at the (finite) simulation cap: any other
+            q = f_ready[f, j]
+            if pi[q, PI_INFLIGHT] < pi[q, PI_CAP]:
+                return q
+        return -1
+    if cc <= 3:
+        # firstAvailableLBPolicy
+        for j in range(n):
+            p = f_ready[f, j]
+            if pi[p, PI_INFLIGHT] < pi[p, PI_CAP]:
+                return p
+        return -1
+    # roundRobinPolicy
+    idx = fi[f, FI_RR]
+    if idx >= n:
+        idx = 0
+    for i in range(n):
+        j = (idx + i) % n
+        p = f_ready[f, j]
+        if pi[p, PI_INFLIGHT] < pi[p, PI_CAP]:
+            fi[f, FI_RR] = j + 1
+            return p
+    return -1
+
+
+@njit(cache=True)
+def pod_ready(p, fi, f_ready, pi):
+    """Pod ``p`` passed its readiness probe: it joins its revision's targets."""
+    f = pi[p, PI_FN]
+    pi[p, PI_STATE] = POD_READY
+    n = fi[f, FI_NREADY]
+    f_ready[f, n] = p
+    fi[f, FI_NREADY] = n + 1
+    if pi[p, PI_INFLIGHT] < pi[p, PI_CAP]:
+        fi[f, FI_FREE] += 1
+
+
+@njit(cache=True)
+def pod_unready(p, new_state, fi, f_ready, pi):
+    """Pod ``p`` leaves its revision's targets (deleted: draining, or done if idle)."""
+    f = pi[p, PI_FN]
+    if pi[p, PI_STATE] == POD_READY:
+        n = fi[f, FI_NREADY]
+        j = 0
+        while j < n and f_ready[f, j] != p:
+            j += 1
+        while j < n - 1:
+            f_ready[f, j] = f_ready[f, j + 1]
+            j += 1
+        fi[f, FI_NREADY] = n - 1
+        if pi[p, PI_INFLIGHT] < pi[p, PI_CAP]:
+            fi[f, FI_FREE] -= 1
+    pi[p, PI_STATE] = new_state
+
+
+@njit(cache=True)
+def _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_act, n_nact, hv, hr, nh_key, nh_pos, nh_heap,
            tt, tc, counters):
     n = pi[p, PI_NODE]
     mem = rf[r, RF_MEM]
@@ -303,13 +444,11 @@ def _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_pods, n_npods, hv, hr
     pf[p, PF_MEM] += mem
     nf[n, NF_MEMUSED] += mem
     pi[p, PI_INFLIGHT] += 1
+    if pi[p, PI_INFLIGHT] == pi[p, PI_CAP]:
+        fi[ri[r, RI_FN], FI_FREE] -= 1
     work = rf[r, RF_WORK]
     if work > 0.0:
-        _node_advance(n, t, nf, n_pods, n_npods, pi, pf)
-        _ph_push(hv, hr, pi[p, PI_HOFF], pi[p, PI_HSIZE], pf[p, PF_V] + work, r)
-        pi[p, PI_HSIZE] += 1
-        pi[p, PI_K] += 1
-        _node_rates_and_key(n, t, nf, n_pods, n_npods, pi, pf, hv, nh_key, nh_pos, nh_heap)
+        _cpu_enter(p, n, t, work, r, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_pos, nh_heap)
     elif rf[r, RF_IO] > 0.0:
         _timer_push(tt, tc, counters, t + rf[r, RF_IO], r)
     else:
@@ -317,8 +456,8 @@ def _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_pods, n_npods, hv, hr
 
 
 @njit(cache=True)
-def _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
-              nh_key, nh_pos, nh_heap, tt, tc, counters):
+def _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_act, n_nact, hv, hr,
+              nh_key, nh_pos, nh_heap, tt, tc, counters, rng):
     """Hand queued requests of ``f`` to pods while a ready pod has a free slot (FIFO)."""
     base = fi[f, FI_START]
     while fi[f, FI_NEXT] < fi[f, FI_ARRIVED]:
@@ -335,25 +474,17 @@ def _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, 
             fi[f, FI_INSYS] -= 1
             fi[f, FI_NEXT] += 1
             continue
-        p = _pick_pod(f, fi, f_pods, pi)
+        p = _pick_pod(f, fi, f_ready, pi, rng)
         if p < 0:
             return
         fi[f, FI_NEXT] += 1
-        _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_pods, n_npods, hv, hr, nh_key, nh_pos, nh_heap,
+        _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_act, n_nact, hv, hr, nh_key, nh_pos, nh_heap,
                tt, tc, counters)
 
 
 @njit(cache=True)
-def dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
-             nh_key, nh_pos, nh_heap, tt, tc, counters):
-    """Entry for the control plane: after a pod became ready or a queue might move."""
-    _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
-              nh_key, nh_pos, nh_heap, tt, tc, counters)
-
-
-@njit(cache=True)
-def run_segment(t_limit, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
-                nh_key, nh_pos, nh_heap, tt, tc, counters, stop_t):
+def run_segment(t_limit, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_act, n_nact, hv, hr,
+                nh_key, nh_pos, nh_heap, tt, tc, counters, stop_t, rng):
     """Process every event before ``t_limit``; returns STOP_LIMIT, or STOP_POKE (with the function in
     ``counters[C_STOP_FN]`` and the time in ``stop_t[0]``) right after an arrival for a function
     whose ``FI_WATCH`` flag the control plane had set."""
@@ -374,29 +505,14 @@ def run_segment(t_limit, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_p
         if tn <= ttop and tn <= ta:
             # ---- the next CPU completion on node n
             n = nh_heap[0]
-            _node_advance(n, t, nf, n_pods, n_npods, pi, pf)
-            best_p = -1
-            best_dt = INF
-            for j in range(n_npods[n]):
-                p = n_pods[n, j]
-                if pi[p, PI_K] > 0:
-                    dt = (hv[pi[p, PI_HOFF]] - pf[p, PF_V]) / pf[p, PF_RATE]
-                    if dt < best_dt:
-                        best_dt = dt
-                        best_p = p
-            p = best_p
-            off = pi[p, PI_HOFF]
-            r = _ph_pop(hv, hr, off, pi[p, PI_HSIZE])
-            pi[p, PI_HSIZE] -= 1
-            pi[p, PI_K] -= 1
-            _node_rates_and_key(n, t, nf, n_pods, n_npods, pi, pf, hv, nh_key, nh_pos, nh_heap)
+            r = _cpu_leave(n, t, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_pos, nh_heap)
             if rf[r, RF_IO] > 0.0:
                 _timer_push(tt, tc, counters, t + rf[r, RF_IO], r)
             else:
                 f = ri[r, RI_FN]
                 _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters)
-                _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
-                          nh_key, nh_pos, nh_heap, tt, tc, counters)
+                _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_act, n_nact, hv, hr,
+                          nh_key, nh_pos, nh_heap, tt, tc, counters, rng)
         elif ttop <= ta:
             code = _timer_pop(tt, tc, counters)
             if code >= 0:
@@ -407,10 +523,10 @@ def run_segment(t_limit, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_p
                 p = -code - 1
                 if pi[p, PI_STATE] != POD_STARTING:
                     continue
-                pi[p, PI_STATE] = POD_READY
+                pod_ready(p, fi, f_ready, pi)
                 f = pi[p, PI_FN]
-            _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
-                      nh_key, nh_pos, nh_heap, tt, tc, counters)
+            _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_act, n_nact, hv, hr,
+                      nh_key, nh_pos, nh_heap, tt, tc, counters, rng)
         else:
             # ---- an arrival
             r = ia
@@ -427,8 +543,8 @@ def run_segment(t_limit, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_p
                 counters[C_FINISHED] += 1
                 fi[f, FI_INSYS] -= 1
             elif fi[f, FI_ARRIVED] - fi[f, FI_NEXT] == 1:
-                _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_pods, pi, pf, nf, n_pods, n_npods, hv, hr,
-                          nh_key, nh_pos, nh_heap, tt, tc, counters)
+                _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_act, n_nact, hv, hr,
+                          nh_key, nh_pos, nh_heap, tt, tc, counters, rng)
             if fi[f, FI_WATCH] != 0:
                 fi[f, FI_WATCH] = 0
                 counters[C_STOP_FN] = f

@@ -5,13 +5,9 @@ is what ImageLocality scores from then on).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from testbed.scheduler import scoring
 from testbed.scheduler.framework import Scheduler
 from testbed.scheduler.objects import node_from_k8s, normalized_image_name
 
@@ -32,33 +28,5 @@ def make_scheduler(
 
 
 def add_node_image(sched: Any, node_index: int, image: str, size_bytes: int) -> None:
-    """Record that node ``node_index`` now holds ``image`` and refresh ImageLocality's per-template
-    sums (``imagelocality/image_locality.go``: the spread factor ``k / total`` changes for every node
-    holding the image). Uses the scheduler's public ``add_node_image`` when it has one."""
-    public = getattr(type(sched), "add_node_image", None)
-    if public is not None:
-        public(sched, node_index, image, size_bytes)
-        return
-    name = normalized_image_name(image)
-    node = sched._nodes[node_index]
-    if name in node.images:
-        return
-    sched._nodes[node_index] = dataclasses.replace(node, images={**node.images, name: int(size_bytes)})
-    sched._image_nodes[name] = sched._image_nodes.get(name, 0) + 1
-    total = sched._n
-    for t in sched._template_list:
-        pod = t.pod
-        containers = pod.init_containers + pod.containers
-        if not any(normalized_image_name(c.image) == name for c in containers):
-            continue
-        sums = np.zeros(total, dtype=np.int64)
-        for c in containers:
-            cname = normalized_image_name(c.image)
-            k = sched._image_nodes.get(cname, 0)
-            if not k:
-                continue
-            for i, nd in enumerate(sched._nodes):
-                s = nd.images.get(cname)
-                if s is not None:
-                    sums[i] += scoring.scaled_image_score(s, k, total)
-        t.image_sum = sums
+    """Record that node ``node_index`` now holds ``image`` (the scheduler refreshes ImageLocality)."""
+    sched.add_node_image(node_index, image, int(size_bytes))
