@@ -44,7 +44,8 @@ import numpy as np
 import pandas as pd
 
 from loadgen.results import RunResult, empty_placements, write_run
-from testbed.errors import TestbedError
+from testbed.cluster import ClusterSpec, cluster_to_dict
+from testbed.errors import ClusterSpecError, TestbedError
 from testbed.kube.render import (
     CONFIG_HASH_ANNOTATION,
     CONFIG_KEY,
@@ -388,6 +389,7 @@ class KubeBackend:
         self._coordination = client.CoordinationV1Api(self.api_client)
         self._profile: Profile | None = None
         self._digest: str | None = None
+        self._kubelet_versions: list[str] = []
         self.host = self.api_client.configuration.host
 
     # --- API calls with clear errors ----------------------------------------------------------
@@ -604,20 +606,25 @@ class KubeBackend:
                                    f"{fn}); set config-domain so every route is FUNCTION.NAMESPACE.DOMAIN")
         return self.ingress_url, template
 
-    def _cluster_info(self) -> dict[str, Any]:
-        nodes = self._call("listing nodes", self._core.list_node).items or []
-        return {
-            "kubernetes_version_pinned": KUBERNETES_VERSION,
-            "nodes": [
-                {
-                    "name": n.metadata.name,
-                    "cpu": (n.status.allocatable or {}).get("cpu"),
-                    "memory": (n.status.allocatable or {}).get("memory"),
-                    "kubelet": n.status.node_info.kubelet_version if n.status.node_info else None,
-                }
-                for n in nodes
-            ],
-        }
+    def snapshot_cluster(self, directory: Path) -> ClusterSpec:
+        """The real cluster in scoretune's own model (DESIGN.md: the ``kube`` backend reads the real
+        cluster into the same cluster spec): writes ``nodes.json`` and ``pods.json`` to
+        ``directory`` as ``kubectl get -o json`` would, and imports them with
+        :func:`testbed.sim.importer.import_cluster` (allocatable minus the requests of running
+        non-Knative pods), so the same description can drive ``sim`` as a twin."""
+        from testbed.sim.importer import import_cluster
+
+        directory.mkdir(parents=True, exist_ok=True)
+        nodes = self._call("listing nodes", self._core.list_node)
+        pods = self._call("listing pods in all namespaces", self._core.list_pod_for_all_namespaces)
+        paths = []
+        self._kubelet_versions = sorted({n.status.node_info.kubelet_version for n in nodes.items or []
+                                         if n.status and n.status.node_info})
+        for name, obj in (("nodes.json", nodes), ("pods.json", pods)):
+            path = directory / name
+            path.write_text(json.dumps(self.api_client.sanitize_for_serialization(obj), indent=1, sort_keys=True))
+            paths.append(path)
+        return import_cluster(paths[0], paths[1], name=f"kube-{urlsplit(self.host).hostname or 'cluster'}")
 
     def run(self, workload: Workload, out_dir: Path, *, seed: int = 0) -> RunResult:
         """Replay ``workload`` on the cluster; a failure is written as a failed run and returned."""
@@ -644,7 +651,11 @@ class KubeBackend:
             if unknown:
                 raise TestbedError(f"workload uses function(s) {unknown} that are not deployed in "
                                    f"{self.namespace} (deployed: {sorted(known)})")
-            info["cluster"] = self._cluster_info()
+            try:
+                info["cluster"] = cluster_to_dict(self.snapshot_cluster(out_dir / "cluster"))
+            except ClusterSpecError as err:  # a twin that cannot be built does not void the run
+                info["cluster"] = {"error": str(err)}
+            info["versions_kube"] = {"pinned": KUBERNETES_VERSION, "kubelets": self._kubelet_versions}
             targets, host_template = self._targets(self._routes(functions))
             watch = PodWatch(self._core, self.namespace, functions, self.timeouts).start()
             t_start = time.time() + self.start_lead_s

@@ -303,6 +303,7 @@ class FakeKube:
             (rf"/apis/coordination.k8s.io/v1{ns_re}/leases/([^/]+)", self._lease),
             (rf"/apis/serving.knative.dev/v1{ns_re}/services(?:/([^/]+))?", self._ksvc),
             (r"/api/v1/nodes", self._nodes),
+            (r"/api/v1/pods", self._all_pods),
         ]
         for pattern, fn in routes:
             m = re.fullmatch(pattern, path)
@@ -355,11 +356,18 @@ class FakeKube:
     def _nodes(self, h: Any, method: str, *, body: Any, query: dict[str, str]) -> None:
         info = {k: "x" for k in ("architecture", "bootID", "containerRuntimeVersion", "kernelVersion",
                                  "kubeProxyVersion", "machineID", "operatingSystem", "osImage", "systemUUID")}
-        items = [{"metadata": {"name": n}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"},
-                                                      "nodeInfo": {**info, "kubeletVersion": "v1.36.0"}}}
+        items = [{"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+                  "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                             "images": [{"names": ["ghcr.io/scoretune/fn-float-ops:0.1.0"], "sizeBytes": 139460608}],
+                             "nodeInfo": {**info, "kubeletVersion": "v1.36.0"}}}
                  for n in self.nodes]
         h._send(200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
                       "items": items})
+
+    def _all_pods(self, h: Any, method: str, *, body: Any, query: dict[str, str]) -> None:
+        with self.lock:
+            h._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
+                          "items": list(self.pods.values())})
 
     def _ksvc(self, h: Any, method: str, ns: str, name: str | None, *, body: Any, query: dict[str, str]) -> None:
         if name is None:

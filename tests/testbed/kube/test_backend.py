@@ -163,8 +163,9 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     result = backend.run(_workload(), tmp_path / "run", seed=7)
     assert not result.failed, result.summary.get("failure")
     calls = squeeze(fake.calls)
-    assert calls[:7] == [
+    assert calls[:8] == [
         "GET /api/v1/nodes",
+        "GET /api/v1/pods",
         "GET /apis/serving.knative.dev/v1/namespaces/default/services/fn-a",
         "GET /apis/serving.knative.dev/v1/namespaces/default/services/fn-b",
         f"GET {FN_PODS}",
@@ -172,7 +173,7 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
         f"GET {FN_PODS}",
         f"GET {FN_PODS} watch",
     ]
-    assert set(calls[7:]) <= {f"GET {FN_PODS} watch"}
+    assert set(calls[8:]) <= {f"GET {FN_PODS} watch"}
     assert fake.ingress_requests == {"fn-a": 10, "fn-b": 10}
     req = result.requests
     assert (req["status"] == "ok").all()
@@ -190,6 +191,11 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     assert summary["scheduler"]["config_hash"] == config_hash(_text(BINPACK))
     assert summary["profile"]["NodeResourcesFit"] == 5
     assert summary["placements"] == {"pods": 2, "nodes": ["node-1", "node-2"]}
+    twin = summary["cluster"]  # the real cluster in the cluster-spec model, loadable by sim
+    assert [g["name"] for g in twin["groups"]] == ["node-1", "node-2"]
+    assert twin["groups"][0]["cpu"] == "4000m" and twin["groups"][0]["images"] == ["ghcr.io/scoretune/fn-float-ops:0.1.0"]
+    assert (tmp_path / "run" / "cluster" / "nodes.json").exists()
+    assert summary["versions_kube"] == {"pinned": "1.36.0", "kubelets": ["v1.36.0"]}
     replay_info = next(v for k, v in summary.items() if k.endswith("replay"))  # the replay's own record
     assert replay_info["host_template"] == "{function}.default.example.com"
 
