@@ -13,7 +13,8 @@ in a ConfigMap; every function is a Knative Service whose pods name that schedul
   replica count of a revision (scaling the Deployment by hand is undone by the KPA on its next
   reconcile), so "scale every function to zero" means: no traffic, and wait for the KPA's
   scale-to-zero (stable window + grace period, about 90 s with the defaults).
-- :meth:`KubeBackend.run` checks every function's Knative Service is Ready, replays the workload
+- :meth:`KubeBackend.run` records the real cluster as a cluster spec (:meth:`snapshot_cluster`),
+  checks every function's Knative Service is Ready, replays the workload
   with Locust (:func:`loadgen.replay.replay`) against the Knative routes (the ingress URL with each
   route's Host header, or the route URLs themselves), and watches the function pods through the
   API for the whole run to fill ``placements.parquet`` and the requests' ``node``.
