@@ -288,3 +288,26 @@ def test_no_kubeconfig_is_a_clear_error(tmp_path, monkeypatch):
 def test_default_profile_renders_for_the_second_scheduler():
     doc = scheduler_config(default_profile())
     assert [p["schedulerName"] for p in doc["profiles"]] == ["scoretune-scheduler"]
+
+
+def test_cli_apply_rolls_the_lab_scheduler_through_a_kubeconfig(fake, tmp_path):
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+    from testbed.scheduler.config import SchedulerConfig, config_to_dict
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
+        "clusters": [{"name": "lab", "cluster": {"server": fake.url}}],
+        "users": [{"name": "admin", "user": {"token": "t"}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
+    }))
+    config = tmp_path / "best-scheduler-config.yaml"
+    config.write_text(yaml.safe_dump(config_to_dict(SchedulerConfig(profiles=(BINPACK,)))))
+    result = CliRunner().invoke(app, ["kube", "apply", "--config", str(config), "--kubeconfig", str(kubeconfig)])
+    assert result.exit_code == 0, result.output + str(result.exception)
+    assert f"PATCH {CM}" in fake.calls and f"PATCH {DEP}" in fake.calls
+    shipped = yaml.safe_load(fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY])
+    assert shipped["profiles"][0]["schedulerName"] == "scoretune-scheduler"  # renamed from default-scheduler
+    assert shipped["profiles"][0]["pluginConfig"][0]["args"]["scoringStrategy"]["type"] == "MostAllocated"
