@@ -38,8 +38,10 @@ def score_cmd(
     kube_version: str = typer.Option("1.36", "--kube-version", help="1.35 or 1.36 (BalancedAllocation formula)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the tie-break among the top nodes."),
 ) -> None:
-    """Score every node for one pod and print JSON: feasible nodes, skipped plugins, per-plugin
-    scores (0..100, before the weight), weighted totals and the selected node."""
+    """Score every node for one pod and print JSON.
+
+    The JSON holds the feasible nodes, the plugins whose PreScore skipped, each node's per-plugin scores (0..100, before the weight) and weighted total, and the selected node.
+    """
     cfg = load_config(config) if config is not None else SchedulerConfig(profiles=(profile_from_weights({}),))
     node_list = load_nodes(nodes)
     if not node_list:
@@ -108,7 +110,7 @@ def config_cmd(
 
 @app.command("validate")
 def validate_cmd(file: Path = typer.Argument(..., help="A KubeSchedulerConfiguration file.")) -> None:
-    """Exit 0 for a valid configuration, 1 with one field-named error per line otherwise."""
+    """Exit 0 for a valid configuration, 1 with field-named errors otherwise."""
     errs = validate_config_dict(read_config_dict(file))
     if errs:
         for e in errs:
@@ -122,7 +124,7 @@ def weights_cmd(
     file: Path = typer.Argument(..., help="A KubeSchedulerConfiguration file."),
     profile: str | None = typer.Option(None, "--profile", help="schedulerName (default: the first profile)."),
 ) -> None:
-    """Print a profile's score weights in the compact NAME=WEIGHT,... form (the inverse of `config --weights`)."""
+    """Print a profile's score weights as NAME=WEIGHT,... (the inverse of config --weights)."""
     typer.echo(format_weights(profile_weights(load_config(file).profile(profile))))
 
 
