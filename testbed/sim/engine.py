@@ -263,9 +263,10 @@ class Simulation:
         for spec in self.specs:
             self._templates.append(pod_from_k8s(revision_pod(spec, scheduler_name=sched_name)))
         self.pods: list[SimPod] = []
-        self.fpods: list[list[SimPod]] = [[] for _ in used]
+        self.live: list[list[SimPod]] = [[] for _ in used]  # per function, pods not yet deleted
         self.pending: list[SimPod] = []
         self.draining: list[SimPod] = []
+        self._pulls: list[tuple[float, int, str, int]] = []
         self.autoscalers: list[RevisionAutoscaler] = []
         self._pod_seq = 0
         self._epoch = 0  # bumped whenever capacity is freed
@@ -326,7 +327,7 @@ class Simulation:
         )
         pod.uid = len(self.pods)
         self.pods.append(pod)
-        self.fpods[f].append(pod)
+        self.live[f].append(pod)
         if not self._schedule(pod, now + (0.0 if warm_start else self.config.pod_create_delay_s), warm_start=warm_start):
             self.pending.append(pod)
 
@@ -360,7 +361,8 @@ class Simulation:
                 end = begin + spec.image_size_bytes / self.cluster.nodes[idx].image_pull_bytes_per_s
                 self.pull_free[idx] = end
                 self.images[idx][image] = end
-                add_node_image(self.scheduler, idx, spec.image, spec.image_size_bytes)
+                # the kubelet reports the image in status.images once the pull is done
+                self._pulls.append((end, idx, spec.image, spec.image_size_bytes))
                 pull = end - now
             else:
                 pull = max(0.0, avail - now)
@@ -419,8 +421,6 @@ class Simulation:
         self.pi[slot, K.PI_STATE] = K.POD_FREE
         self.free_slots.setdefault(int(self.pi[slot, K.PI_CAP]), []).append(slot)
 
-    def _live(self, f: int) -> list[SimPod]:
-        return [p for p in self.fpods[f] if p.deleted_s is None]
 
     def _delete_rank(self, pod: SimPod, per_node: dict[int, int]) -> tuple:
         """ReplicaSet scale-down order (``pkg/controller/controller_utils.go`` ``ActivePodsWithRanks``):
@@ -433,7 +433,7 @@ class Simulation:
         return (1, ready, -per_node.get(pod.node, 0), -(pod.ready_s or 0.0), -pod.created_s)
 
     def _apply_replicas(self, f: int, want: int, now: float) -> None:
-        live = self._live(f)
+        live = self.live[f]
         if want > len(live):
             for _ in range(want - len(live)):
                 self._create_pod(f, now)
@@ -443,11 +443,12 @@ class Simulation:
                 if p.node >= 0:
                     per_node[p.node] = per_node.get(p.node, 0) + 1
             victims = sorted(live, key=lambda p: self._delete_rank(p, per_node))[: len(live) - want]
+            gone = {id(p) for p in victims}
+            self.live[f] = [p for p in live if id(p) not in gone]
             for p in victims:
                 p.deleted_s = now
                 if p.node < 0:
-                    self.pending.remove(p)
-                    p.released = True
+                    p.released = True  # dropped from the pending list at the next retry
                     continue
                 if int(self.pi[p.slot, K.PI_INFLIGHT]) == 0:
                     K.pod_unready(p.slot, K.POD_DONE, self.fi, self.f_ready, self.pi)
@@ -519,6 +520,13 @@ class Simulation:
         )
 
     def _control_step(self, now: float) -> None:
+        # 0. image pulls that finished: ImageLocality sees the image from now on
+        if self._pulls:
+            done = [x for x in self._pulls if x[0] <= now]
+            if done:
+                self._pulls = [x for x in self._pulls if x[0] > now]
+                for _, idx, image, size in done:
+                    add_node_image(self.scheduler, idx, image, size)
         # 1. pods whose drain finished inside the kernel
         if self.draining:
             still = []
@@ -543,6 +551,8 @@ class Simulation:
             self._retry_epoch = self._epoch
             still = []
             for p in self.pending:
+                if p.deleted_s is not None:
+                    continue
                 if (freed or p.retry_at <= now) and self._schedule(p, now):
                     continue
                 still.append(p)
