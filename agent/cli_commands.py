@@ -91,6 +91,8 @@ def evaluate_command(
     jobs: int = typer.Option(2, help="Worker processes."),
     seed_offset: int = typer.Option(0, help="First seed (a validation run on the training split uses an offset)."),
     oracle_only: bool = typer.Option(False, "--oracle-only", help="Only compute and cache the oracle (DIR/oracle.json)."),
+    sim_seed: int = typer.Option(-1, help="Fix the simulator's seed (one objective per scenario; seeds then vary "
+                                 "only the tuners). -1: the simulator's seed follows the seed."),
 ) -> None:
     """Run every method on every held-out scenario and write the results table and plots."""
     from agent.evaluate import evaluate, markdown_table
@@ -115,6 +117,7 @@ def evaluate_command(
     table = evaluate(
         names, seeds=seeds, out_dir=out, methods=method_list, policies=policies, steps=steps,
         oracle_runs=oracle_runs, metric=metric, jobs=jobs, seed_offset=seed_offset,
+        sim_seed=None if sim_seed < 0 else sim_seed,
         config={"split": split, "command": "scoretune evaluate " + " ".join(_argv_tail("evaluate"))},
     )
     if oracle_only:

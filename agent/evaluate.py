@@ -80,6 +80,12 @@ class Task:
     metric: str
     oracle_known: float | None = None
     """The oracle search's result from an earlier evaluation (``oracle.json``), if any."""
+    sim_seed: int | None = None
+    """The simulator's seed; None: the task's seed (then seeds vary the simulator and the tuners)."""
+
+    @property
+    def objective_seed(self) -> int:
+        return self.seed if self.sim_seed is None else self.sim_seed
 
 
 def _method_tuner(method: str, task: Task, codec: ActionCodec) -> Tuner:
@@ -95,7 +101,7 @@ def run_task(task: Task, objective_factory: Callable[[str, int, str], Objective]
         from agent.scenario_objectives import scenario_objective
 
         objective_factory = scenario_objective
-    objective = objective_factory(task.scenario, task.seed, task.metric)
+    objective = objective_factory(task.scenario, task.objective_seed, task.metric)
     codec = ActionCodec()
     rows = []
     for method in task.methods:
@@ -106,7 +112,7 @@ def run_task(task: Task, objective_factory: Callable[[str, int, str], Objective]
     if task.oracle_known is not None:
         oracle = task.oracle_known
     else:
-        oracle = oracle_search(objective, codec, task.oracle_runs, task.seed) if task.oracle_runs > 0 else math.inf
+        oracle = oracle_search(objective, codec, task.oracle_runs, task.objective_seed) if task.oracle_runs > 0 else math.inf
     if not rows:  # oracle only (precomputing oracle.json)
         return [{"scenario": task.scenario, "seed": task.seed, "method": ORACLE, "metrics": [], "oracle_search": oracle}]
     best_seen = min(min(r["metrics"]) for r in rows)
@@ -243,6 +249,7 @@ def evaluate(
     metric: str = "mean",
     jobs: int = 1,
     seed_offset: int = 0,
+    sim_seed: int | None = None,
     objective_factory: Callable[[str, int, str], Objective] | None = None,
     config: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
@@ -261,23 +268,36 @@ def evaluate(
     def key(scenario: str, seed: int) -> str:
         return f"{scenario}@{seed}:{oracle_runs}:{metric}"
 
+    def run_all(tasks: list[Task]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if jobs > 1 and objective_factory is None and len(tasks) > 1:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                for result in pool.map(run_task, tasks):
+                    out += result
+        else:
+            for task in tasks:
+                out += run_task(task, objective_factory)
+        if oracle_runs > 0:
+            for r in out:
+                seed = r["seed"] if sim_seed is None else sim_seed
+                cache[key(r["scenario"], seed)] = r["oracle_search"]
+            cache_path.write_text(json.dumps(cache, indent=2, sort_keys=True) + "\n")
+        return out
+
+    seed_list = list(range(seed_offset, seed_offset + seeds))
+    if sim_seed is not None and oracle_runs > 0:
+        # one objective per scenario: search for its oracle once, before the methods
+        missing = [s for s in scenarios if key(s, sim_seed) not in cache]
+        run_all([Task(s, sim_seed, (), {}, steps, oracle_runs, metric, None, sim_seed) for s in missing])
+    if not all_methods and sim_seed is not None:
+        return pd.DataFrame()
     tasks = [
-        Task(s, seed, all_methods, policies, steps, oracle_runs, metric, cache.get(key(s, seed)))
+        Task(s, seed, all_methods, policies, steps, oracle_runs, metric,
+             cache.get(key(s, seed if sim_seed is None else sim_seed)), sim_seed)
         for s in scenarios
-        for seed in range(seed_offset, seed_offset + seeds)
+        for seed in seed_list
     ]
-    rows: list[dict[str, Any]] = []
-    if jobs > 1 and objective_factory is None:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for result in pool.map(run_task, tasks):
-                rows += result
-    else:
-        for task in tasks:
-            rows += run_task(task, objective_factory)
-    if oracle_runs > 0:
-        for r in rows:
-            cache[key(r["scenario"], r["seed"])] = r["oracle_search"]
-        cache_path.write_text(json.dumps(cache, indent=2, sort_keys=True) + "\n")
+    rows = run_all(tasks)
     if not all_methods:
         log.info("oracle only: %d values cached in %s", len(rows), cache_path)
         return pd.DataFrame()
@@ -293,6 +313,7 @@ def evaluate(
         "scenarios": list(scenarios),
         "seeds": seeds,
         "seed_offset": seed_offset,
+        "sim_seed": sim_seed,
         "methods": list(all_methods),
         "policies": policies,
         "steps": steps,

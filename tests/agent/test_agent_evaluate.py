@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from agent_fixtures import AnalyticObjective
@@ -55,3 +57,20 @@ def test_small_evaluation_writes_table_and_plots(tmp_path):
     assert len(results) == 2 * 2 * 3
     assert (results["best"] >= results["oracle"] - 1e-12).all()  # the oracle bounds every method
     assert (results.loc[results["method"] == "default", "improvement_pct"] == 0).all()
+
+
+def test_fixed_simulator_seed_searches_one_oracle_per_scenario(tmp_path):
+    made = []
+
+    def factory(name, seed, metric):
+        made.append((name, seed))
+        return AnalyticObjective(seed=hash(name) % 1000)
+
+    evaluate(["x", "y"], seeds=3, out_dir=tmp_path, methods=["random"], steps=3, oracle_runs=12, sim_seed=7,
+             objective_factory=factory)
+    assert {s for _, s in made} == {7}  # every objective is the scenario at the fixed seed
+    cache = json.loads((tmp_path / "oracle.json").read_text())
+    assert sorted(cache) == ["x@7:12:mean", "y@7:12:mean"]
+    results = pd.read_csv(tmp_path / "results.csv")
+    assert sorted(results["seed"].unique()) == [0, 1, 2]  # the tuners' seeds
+    assert results.groupby("scenario")["oracle_search"].nunique().eq(1).all()
