@@ -66,6 +66,9 @@ from testbed.local.cli import calibrate_cmd, fidelity_cmd  # noqa: E402
 
 app.command("fidelity")(fidelity_cmd)
 app.command("calibrate")(calibrate_cmd)
+from testbed.local.cli import bench_lab_cmd  # noqa: E402
+
+bench_app.command("lab")(bench_lab_cmd)
 
 from loadgen.cli import bench_replay, replay_command, workload_app  # noqa: E402
 

@@ -99,7 +99,7 @@ class LocalBackend:
         if len(workload) == 0:
             raise InputError("the workload has no requests", file=workload.name)
         self.validate(workload)
-        out_dir = Path(out_dir)
+        out_dir = Path(out_dir).resolve()  # Locust runs in its own working directory
         t0 = time.time() + START_LEAD_S
         self.client.begin_run()
         info = {

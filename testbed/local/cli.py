@@ -162,9 +162,63 @@ def calibrate_cmd(
     write_calibration(out, fitted, info=info)
     from rich.table import Table
 
-    t = Table("function", "work_cpu_s mean", "start_s", "init_s", "warm samples", "cold samples")
+    t = Table("function", "work_cpu_s mean", "work_io_s (fixed path)", "start_s", "init_s", "warm samples", "cold samples")
     for fn, f in fitted.items():
-        t.add_row(fn, f"{f.get('work_cpu_s_mean', float('nan')):.4f}", f"{f.get('start_s', float('nan')):.3f}",
+        t.add_row(fn, f"{f.get('work_cpu_s_mean', float('nan')):.4f}", f"{f.get('work_io_s', float('nan')):.4f}",
+                  f"{f.get('start_s', float('nan')):.3f}",
                   f"{f.get('init_s', float('nan')):.3f}", str(f["warm_samples"]), str(f["cold_samples"]))
     c.print(t)
     c.print(f"written: {out}")
+
+
+def bench_lab_cmd(
+    requests_n: int = typer.Option(200, "--requests", help="Sequential requests per path."),
+) -> None:
+    """Measure the lab's own costs and print JSON: start-up of a one-node lab, one cold start, and
+    the ingress/activator's added latency over calling the instance directly."""
+    import statistics
+    import tempfile
+
+    import requests as http
+
+    from testbed.cluster import parse_cluster
+
+    spec = parse_cluster(
+        {"name": "bench", "groups": [{"name": "n", "cpu": "1", "memory": "1Gi", "images": ["ghcr.io/scoretune/fn-float-ops:0.1.0"]}]}
+    )
+    state = Path(tempfile.mkdtemp(prefix="scoretune-bench-lab-"))
+    t0 = time.perf_counter()
+    handle = labmod.up(spec, state_dir=state, port=0)
+    up_s = time.perf_counter() - t0
+    try:
+        s = http.Session()
+        hdr = {"X-Scoretune-Function": "float-ops"}
+        body = json.dumps({"n": 1})
+        t1 = time.perf_counter()
+        s.post(handle.url + "/", data=body, headers=hdr, timeout=60).raise_for_status()
+        cold_s = time.perf_counter() - t1
+        url = next(i["url"] for i in handle.client.status()["instances"] if i["state"] == "ready")
+
+        def timed(target: str, headers: dict[str, str]) -> list[float]:
+            out = []
+            for _ in range(requests_n):
+                t = time.perf_counter()
+                s.post(target + "/", data=body, headers=headers, timeout=30).raise_for_status()
+                out.append((time.perf_counter() - t) * 1e3)
+            return out
+
+        direct = timed(url, {})
+        via = timed(handle.url, hdr)
+    finally:
+        labmod.down(state)
+    result = {
+        "benchmark": "lab",
+        "lab_up_s": round(up_s, 3),
+        "cold_start_s": round(cold_s, 3),
+        "requests": requests_n,
+        "direct_p50_ms": round(statistics.median(direct), 3),
+        "ingress_p50_ms": round(statistics.median(via), 3),
+        "ingress_overhead_p50_ms": round(statistics.median(via) - statistics.median(direct), 3),
+        "cpu_enforcement": handle.cpu_mode.mode,
+    }
+    typer.echo(json.dumps(result))

@@ -84,6 +84,7 @@ class Controller:
         self._seq = 0
         self._tasks: set[asyncio.Task] = set()
         self._lock = asyncio.Lock()
+        self._paused = False  # during reset: no scaling decisions
         self.session: ClientSession | None = None
         self._reset_functions()
 
@@ -112,6 +113,8 @@ class Controller:
         return len(rev.ready())
 
     def _apply_replicas(self, name: str, replicas: int) -> None:
+        if self._paused:
+            return
         rev = self.revisions[name]
         live = rev.live()
         if replicas > len(live):
@@ -237,6 +240,8 @@ class Controller:
         while True:
             await asyncio.sleep(TICK_INTERVAL_S - (time.time() % TICK_INTERVAL_S) + 0.05)
             now = time.time()
+            if self._paused:
+                continue
             for name, rev in self.revisions.items():
                 a = self.autoscalers[name]
                 if not rev.instances and a.desired_scale == 0 and not rev.queue:
@@ -299,6 +304,8 @@ class Controller:
                     inst = await asyncio.wait_for(fut, BUFFER_TIMEOUT_S)
                 except TimeoutError:
                     return web.json_response({"error": "no instance became ready in time"}, status=503)
+                except RuntimeError as err:  # the lab was reset while the request waited
+                    return web.json_response({"error": str(err)}, status=503)
             cold = waited and inst.ready_s is not None and inst.ready_s > arrival
             headers = {NODE_HEADER: inst.node or "", COLD_START_HEADER: "true" if cold else "false"}
             assert self.session is not None and inst.url is not None
@@ -332,6 +339,7 @@ class Controller:
                 "node": i.node,
                 "state": i.state,
                 "active": i.active,
+                "url": i.url,
             }
             for rev in self.revisions.values()
             for i in sorted(rev.instances.values(), key=lambda x: x.seq)
@@ -393,27 +401,33 @@ class Controller:
         ]
 
     async def reset(self) -> dict[str, Any]:
+        """Every function to zero (agents kill their instances), image caches as in the spec, a
+        fresh scheduler and fresh autoscalers; nodes that were lost stay not ready."""
         async with self._lock:
-            for rev in self.revisions.values():
-                rev.fail_waiters(RuntimeError("lab reset"))
-                for inst in list(rev.instances.values()):
-                    inst.state = "gone"
-            assert self.session is not None
-            for n in self.cluster.nodes:
-                if not self.node_ready[n.name]:
-                    continue
-                try:
-                    async with self.session.post(
-                        f"{self.agents[n.name]}/reset", json={"images": list(n.images)}, timeout=ClientTimeout(total=60)
-                    ) as r:
-                        await r.read()
-                except (TimeoutError, ClientError, OSError) as err:
-                    log.warning("reset of node %s failed: %r", n.name, err)
-            self.placer.reset()
-            for node, ok in self.node_ready.items():
-                if not ok:
-                    self.placer.set_ready(node, False)
-            self._reset_functions()
+            self._paused = True
+            try:
+                for rev in self.revisions.values():
+                    rev.fail_waiters(RuntimeError("lab reset"))
+                    for inst in list(rev.instances.values()):
+                        inst.state = "gone"
+                assert self.session is not None
+                for n in self.cluster.nodes:
+                    if not self.node_ready[n.name]:
+                        continue
+                    try:
+                        async with self.session.post(
+                            f"{self.agents[n.name]}/reset", json={"images": list(n.images)}, timeout=ClientTimeout(total=60)
+                        ) as r:
+                            await r.read()
+                    except (TimeoutError, ClientError, OSError) as err:
+                        log.warning("reset of node %s failed: %r", n.name, err)
+                self.placer.reset()
+                for node, ok in self.node_ready.items():
+                    if not ok:
+                        self.placer.set_ready(node, False)
+                self._reset_functions()
+            finally:
+                self._paused = False
             return {"ok": True}
 
     def app(self) -> web.Application:

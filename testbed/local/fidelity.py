@@ -39,7 +39,7 @@ from functions.spec import FunctionSpec, WorkDistribution, discover_specs
 from loadgen.results import RunResult
 from loadgen.workload import Workload
 from testbed.cluster import ClusterSpec
-from testbed.errors import InputError
+from testbed.errors import InputError, TestbedError
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,10 @@ def fidelity(
             row[f"{label}_p95_s"] = _metric(res, "p95")
             row[f"{label}_errors"] = int(res.summary.get("errors", 0)) + int(res.summary.get("timeouts", 0))
             row[f"{label}_wall_s"] = round(time.monotonic() - t0, 2)
+            row[f"{label}_failed"] = res.failed
+            if res.failed:
+                log.error("profile %d on %s: the run failed (%s); it is left out of the correlation", i, label, res.summary.get("failure"))
+                row[f"{label}_mean_s"] = row[f"{label}_p95_s"] = math.nan
         log.info(
             "profile %d: %s", i,
             " | ".join(f"{lb} mean {row[f'{lb}_mean_s']:.4f} p95 {row[f'{lb}_p95_s']:.4f}" for lb in ["local", *sims]),
@@ -236,5 +240,14 @@ def calibrate(
     for i, profile in enumerate(profiles or [default_profile()]):
         local.apply(profile)
         local.reset()
-        results.append(local.run(workload, Path(out_dir) / f"calibration-{i:02d}", seed=seed))
-    return fit_timing(results, local.cluster), results
+        res = local.run(workload, Path(out_dir) / f"calibration-{i:02d}", seed=seed)
+        if res.failed:
+            raise TestbedError(f"calibration run {i} failed: {res.summary.get('failure')} (see {res.directory})")
+        results.append(res)
+    fitted = fit_timing(results, local.cluster)
+    missing = [fn for fn in workload.functions if "work_cpu_s_mean" not in fitted.get(fn, {})]
+    if missing:
+        raise TestbedError(
+            f"too few warm requests (< {MIN_WARM_SAMPLES}) to fit the work of {missing}; use a longer workload"
+        )
+    return fitted, results

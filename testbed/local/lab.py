@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import requests
 
 from testbed.cluster import ClusterSpec, cluster_to_dict, load_cluster
@@ -33,6 +34,10 @@ log = logging.getLogger(__name__)
 DEFAULT_CLUSTER = "lab-small"
 DEFAULT_PORT = 8480
 START_TIMEOUT_S = 60.0
+LAB_NICE = int(os.environ.get("SCORETUNE_LAB_NICE", "-5"))
+"""Niceness of the lab's processes (instances inherit their agent's). Below 0 when permitted
+(root or CAP_SYS_NICE): measured latencies are then disturbed less by other work on a shared
+machine. The lab's own load is small, so this takes little from anything else."""
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -134,6 +139,10 @@ def _spawn(state: LabState, role: str, name: str, args: list[str]) -> Any:
         cwd=str(REPO_ROOT),
     )
     logf.close()
+    try:
+        psutil.Process(proc.pid).nice(LAB_NICE)
+    except (psutil.AccessDenied, psutil.NoSuchProcess, OSError):
+        log.debug("cannot set niceness %d for %s; it keeps the default", LAB_NICE, name)
     rec = record_for(role, name.removeprefix(f"{role}-"), proc.pid)
     state.add_proc(rec)
     return rec

@@ -35,7 +35,7 @@ def test_fit_recovers_work_from_speed_and_limit():
     specs = discover_specs()
     aes_limit = specs["aes"].cpu_limit_milli / 1000.0  # 0.5 core: served at speed * 0.5
     rows = []
-    for i in range(10):
+    for _ in range(10):
         # float-ops: 0.04 s of work -> 0.04 s on fast, 0.08 s on slow
         rows.append({"function": "float-ops", "node": "fast-0", "latency_s": 0.04, "status": "ok", "cold_start": False})
         rows.append({"function": "float-ops", "node": "slow-1", "latency_s": 0.08, "status": "ok", "cold_start": False})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,12 +29,13 @@ def _workload(duration_s: float = 10.0, rate: float = 4.0, functions=("float-ops
     return make_workload(t, [functions[i % len(functions)] for i in range(n)], metadata={"name": "test"})
 
 
-def test_up_run_down_leaves_nothing(cluster_file, state_dir):
+def test_up_run_down_leaves_nothing(cluster_file, state_dir, monkeypatch):
     wl = _workload()
     backend = LocalBackend(cluster_file, state_dir=state_dir)
+    monkeypatch.chdir(state_dir.parent)
     try:
         backend.reset()
-        result = backend.run(wl, state_dir.parent / "run")
+        result = backend.run(wl, Path("runs/r"))  # a relative run directory, as the CLI defaults give
     finally:
         backend.close()
     s = result.summary
@@ -65,7 +67,7 @@ def test_cli_up_status_down(cluster_file, state_dir):
     assert data["running"] and [n["name"] for n in data["nodes"]] == ["fast-0", "slow-0"]
     assert {p["role"] for p in data["processes"]} == {"controller", "agent"}
     again = runner.invoke(app, ["testbed", "up", "--cluster", str(cluster_file), "--port", "0", "--state-dir", str(state_dir)])
-    assert again.exit_code == 1 and "already running" in str(again.exception)
+    assert again.exit_code == 1 and "already running" in again.output  # "Error: ..." on stderr, mixed in
     recorded = LabState(state_dir).procs()
     down = runner.invoke(app, ["testbed", "down", "--state-dir", str(state_dir)])
     assert down.exit_code == 0 and "stopped 1 controller, 2 agent(s)" in down.output
