@@ -86,8 +86,9 @@ class KubeTimeouts:
     """one API request."""
     poll_s: float = 1.0
     """between two reads of a status."""
-    watch_s: int = 30
-    """server-side timeout of one pod watch request (the watch is re-opened until the run ends)."""
+    watch_s: int = 10
+    """server-side timeout of one pod watch request (the watch is re-opened until the run ends);
+    also the longest a finished watch thread lingers after the run."""
     settle_s: float = 2.0
     """run: how long to keep watching after the last request, for the last pod transitions."""
 
@@ -183,6 +184,8 @@ class PodWatch:
             return
         now = self._clock()
         with self._lock:
+            if self._stop.is_set():  # after stop() the records are final
+                return
             rec = self.pods.setdefault(name, PodRecord(pod=name, function=function, created=now))
             node = _get(pod, "spec", "node_name") or _get(pod, "spec", "nodeName")
             if node and rec.node is None:
@@ -251,10 +254,13 @@ class PodWatch:
                 return
 
     def stop(self) -> None:
+        """Stop watching. The client's stream only notices between events, so the thread is not
+        waited for beyond a moment: it ends by itself when its request times out (``watch_s``),
+        and events it reads after this are ignored, so the records are final once this returns."""
         self._stop.set()
         if self._watch is not None:
             self._watch.stop()
-        self._thread.join(timeout=self._timeouts.watch_s + self._timeouts.api_s + 5)
+        self._thread.join(timeout=1.0)
 
     def placements(self, epoch: float) -> pd.DataFrame:
         """The placements table, times relative to ``epoch`` (the replay's t = 0)."""

@@ -1,0 +1,45 @@
+"""``scoretune tune --backend kube`` end to end against the fake API server (a stand-in for a real
+cluster): the agent's loop drives KubeBackend through reset -> apply -> run for every step, and
+exports the best configuration. Slow (a Locust replay per step): ``make test-all``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from fakeapi import squeeze
+from typer.testing import CliRunner
+
+from agent.cli import app
+from loadgen.workload import make_workload, write_workload
+
+CM = "/api/v1/namespaces/kube-system/configmaps/scoretune-scheduler-config"
+
+
+@pytest.mark.slow
+def test_tune_backend_kube_runs_the_loop(fake, tmp_path):
+    fake.drain_after = 1  # the functions are back at zero whenever reset() looks
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
+        "clusters": [{"name": "lab", "cluster": {"server": fake.url}}],
+        "users": [{"name": "admin", "user": {"token": "t"}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
+    }))
+    write_workload(make_workload(np.linspace(0.0, 1.0, 10), ["fn-a", "fn-b"] * 5, metadata={"name": "e2e"}),
+                   tmp_path / "w.parquet")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [
+        "tune", "--backend", "kube", "--kubeconfig", str(kubeconfig), "--ingress-url", fake.url,
+        "--workload", str(tmp_path / "w.parquet"), "--method", "random", "--steps", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output + str(result.exception)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["backend"] == "kube"
+    assert (out / "best-scheduler-config.yaml").exists()
+    runs = sorted(p for p in (out / "runs").rglob("summary.json"))
+    assert len(runs) >= 3  # the reference and two steps
+    assert all(not json.loads(p.read_text())["failed"] for p in runs)
+    # two new configurations were rolled out (the reference is the one already running)
+    assert squeeze(fake.calls).count(f"PATCH {CM}") >= 2
