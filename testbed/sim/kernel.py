@@ -75,7 +75,7 @@ EPS = 1e-12
 # ============================================================================================
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _timer_push(tt, tc, counters, t, code):
     i = counters[C_TIMERS]
     counters[C_TIMERS] = i + 1
@@ -90,7 +90,7 @@ def _timer_push(tt, tc, counters, t, code):
         i = parent
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _timer_pop(tt, tc, counters):
     n = counters[C_TIMERS] - 1
     code = tc[0]
@@ -120,7 +120,7 @@ def timer_push(tt, tc, counters, t, code):
     _timer_push(tt, tc, counters, t, code)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _nh_update(nh_key, nh_pos, nh_heap, n, key):
     """Indexed min-heap over nodes: set node ``n``'s key and restore the heap."""
     old = nh_key[n]
@@ -155,7 +155,7 @@ def _nh_update(nh_key, nh_pos, nh_heap, n, key):
     nh_pos[n] = i
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _ph_push(hv, hr, off, size, v, r):
     i = size
     hv[off + i] = v
@@ -169,7 +169,7 @@ def _ph_push(hv, hr, off, size, v, r):
         i = parent
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _ph_pop(hv, hr, off, size):
     r = hr[off]
     n = size - 1
@@ -197,7 +197,7 @@ def _ph_pop(hv, hr, off, size):
 # ============================================================================================
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _pod_advance(p, t, pf):
     """Bring pod ``p``'s virtual clock to ``t`` at its current rate."""
     dt = t - pf[p, PF_LAST]
@@ -206,12 +206,12 @@ def _pod_advance(p, t, pf):
     pf[p, PF_LAST] = t
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cap_k(k, lim):
     return k if k < lim else lim
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _node_change(n, p, t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap):
     """Pod ``p`` on node ``n`` (already advanced to ``t``) changed its CPU-active count: new rates and
     the node's next completion. If the node's share is unchanged only ``p``'s rate changes; else
@@ -249,7 +249,7 @@ def _node_change(n, p, t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap
     _nh_update(nh_key, nh_pos, nh_heap, n, best)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cpu_enter(p, n, t, work, r, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_pos, nh_heap):
     k = pi[p, PI_K]
     if k == 0:
@@ -268,7 +268,7 @@ def _cpu_enter(p, n, t, work, r, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_p
     _node_change(n, p, t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cpu_leave(n, t, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_pos, nh_heap):
     """The next CPU completion on node ``n``: returns the request."""
     p = np.int64(nf[n, NF_ARG])
@@ -295,7 +295,7 @@ def _cpu_leave(n, t, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_pos, nh_heap)
 # ============================================================================================
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _area(f, t, fi, ff):
     last = ff[f, FF_LAST]
     if t > last:
@@ -303,7 +303,7 @@ def _area(f, t, fi, ff):
         ff[f, FF_LAST] = t
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters):
     """A request's response is complete at ``t`` (the client stopped waiting at arrival + timeout)."""
     f = ri[r, RI_FN]
@@ -329,7 +329,7 @@ def _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters):
     fi[f, FI_INSYS] -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rand_below(rng, n):
     """xorshift64: the kernel's own seeded generator (deterministic, no global state)."""
     x = rng[0]
@@ -340,7 +340,7 @@ def _rand_below(rng, n):
     return np.int64(x % np.uint64(n))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _pick_pod(f, fi, f_ready, pi, rng):
     if fi[f, FI_FREE] <= 0:
         return -1
@@ -392,8 +392,8 @@ def _pick_pod(f, fi, f_ready, pi, rng):
     return -1
 
 
-@njit(cache=True)
-def pod_ready(p, fi, f_ready, pi):
+@njit(cache=True, inline="always")
+def _pod_ready(p, fi, f_ready, pi):
     """Pod ``p`` passed its readiness probe: it joins its revision's targets."""
     f = pi[p, PI_FN]
     pi[p, PI_STATE] = POD_READY
@@ -402,6 +402,12 @@ def pod_ready(p, fi, f_ready, pi):
     fi[f, FI_NREADY] = n + 1
     if pi[p, PI_INFLIGHT] < pi[p, PI_CAP]:
         fi[f, FI_FREE] += 1
+
+
+@njit(cache=True)
+def pod_ready(p, fi, f_ready, pi):
+    """Entry for the control plane (a warm pod is ready at once)."""
+    _pod_ready(p, fi, f_ready, pi)
 
 
 @njit(cache=True)
@@ -422,7 +428,7 @@ def pod_unready(p, new_state, fi, f_ready, pi):
     pi[p, PI_STATE] = new_state
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_act, n_nact, hv, hr, nh_key, nh_pos, nh_heap,
            tt, tc, counters):
     n = pi[p, PI_NODE]
@@ -455,7 +461,7 @@ def _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_act, n_nact, hv, hr, 
         _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_act, n_nact, hv, hr,
               nh_key, nh_pos, nh_heap, tt, tc, counters, rng):
     """Hand queued requests of ``f`` to pods while a ready pod has a free slot (FIFO)."""
@@ -523,7 +529,7 @@ def run_segment(t_limit, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_
                 p = -code - 1
                 if pi[p, PI_STATE] != POD_STARTING:
                     continue
-                pod_ready(p, fi, f_ready, pi)
+                _pod_ready(p, fi, f_ready, pi)
                 f = pi[p, PI_FN]
             _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_act, n_nact, hv, hr,
                       nh_key, nh_pos, nh_heap, tt, tc, counters, rng)
