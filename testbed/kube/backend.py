@@ -50,6 +50,7 @@ from testbed.errors import ClusterSpecError, TestbedError
 from testbed.kube.render import (
     CONFIG_HASH_ANNOTATION,
     CONFIG_KEY,
+    FUNCTION_LABEL,
     SchedulerSettings,
     config_hash,
     config_text,
@@ -552,7 +553,7 @@ class KubeBackend:
             return sorted(self.functions)
         group, version, plural = KNATIVE_SERVICE_API
         listed = self._call(f"listing Knative Services in {self.namespace}", self._custom.list_namespaced_custom_object,
-                            group, version, self.namespace, plural, label_selector="scoretune.io/function")
+                            group, version, self.namespace, plural, label_selector=FUNCTION_LABEL)
         names = sorted(item["metadata"]["name"] for item in listed.get("items", []))
         if not names:
             raise TestbedError(f"no scoretune function (Knative Service labelled scoretune.io/function) in namespace "

@@ -48,6 +48,8 @@ SCHEDULER_NAME = "scoretune-scheduler"
 CONFIG_KEY = "config.yaml"
 CONFIG_HASH_ANNOTATION = "scoretune.dev/config-hash"
 PART_OF = {"app.kubernetes.io/part-of": "scoretune"}
+FUNCTION_LABEL = "scoretune.io/function"
+"""On every function's Knative Service (and its pods): which function it is."""
 SECURE_PORT = 10259
 """kube-scheduler's secure serving port (``--secure-port`` default), where /healthz lives."""
 
@@ -374,11 +376,14 @@ def knative_services(
     from functions.build import image_ref
     from functions.knative import service_manifest
 
-    return [
-        service_manifest(spec, scheduler_name=scheduler_name, namespace=namespace, image=image_ref(spec, registry),
-                         node_name_env=True)
-        for spec in specs
-    ]
+    services = []
+    for spec in specs:
+        svc = service_manifest(spec, scheduler_name=scheduler_name, namespace=namespace,
+                               image=image_ref(spec, registry), node_name_env=True)
+        # the label the lab finds its functions by (KubeBackend, ansible/roles/scoretune_functions)
+        svc["metadata"].setdefault("labels", {})[FUNCTION_LABEL] = spec.name
+        services.append(svc)
+    return services
 
 
 # --- OpenWhisk -------------------------------------------------------------------------------
@@ -520,6 +525,7 @@ def summary_json(result: dict[str, list[str]]) -> str:
 
 __all__ = [
     "CONFIG_HASH_ANNOTATION",
+    "FUNCTION_LABEL",
     "CONFIG_KEY",
     "RENDER_LAYOUT",
     "SCHEDULER_NAME",

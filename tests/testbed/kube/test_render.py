@@ -138,6 +138,7 @@ def test_services_pass_knatives_schema_and_webhook_rules(documents, specs):
     for svc in services:
         assert [e.message for e in validator.iter_errors(svc)] == []
         assert validate_service(svc) == []
+        assert svc["metadata"]["labels"]["scoretune.io/function"] == svc["metadata"]["name"]
         pod = svc["spec"]["template"]["spec"]
         assert pod["schedulerName"] == "scoretune-scheduler"
         env = pod["containers"][0]["env"]
