@@ -366,7 +366,9 @@ class Simulation:
                 pull = end - now
             else:
                 pull = max(0.0, avail - now)
-            start, init = spec.start_s, spec.init_s
+            # runtime init (imports, handler set-up) is CPU work, so it runs at the node's speed;
+            # container creation and start are the runtime's and the kernel's, taken as fixed
+            start, init = spec.start_s, spec.init_s / self.cluster.nodes[idx].speed
         ready = now + pull + start + init + (0.0 if warm_start else self.config.ready_delay_s)
         pod.image_pull_s, pod.start_s, pod.init_s = pull, start, init
         pod.ready_s = ready

@@ -99,3 +99,19 @@ def test_pending_pods_wait_for_capacity():
                 assert a.deleted_s is not None and a.deleted_s <= b.scheduled_s
     assert any(p.node < 0 for p in out.pods) or len(scheduled) >= 1
     assert np.all(out.node[out.status == K.ST_OK] == 0)
+
+
+def test_trace_payload_work_and_node_speed():
+    """A trace-driven payload's ``cpu_s`` is the request's work; node speed divides it, and the
+    runtime init of a cold start too."""
+    spec = make_spec("t", cc=1, cpu_mean=0.5, init_s=1.0, start_s=0.5, min_scale=0)
+    for speed in (1.0, 2.0):
+        cluster = make_cluster([{"name": "n", "count": 1, "cpu": "2", "memory": "4Gi", "speed": speed,
+                                 "images": ["registry.example/t:1"]}])
+        wl = make_workload([1.0, 100.0], ["t", "t"], ['{"cpu_s": 3.0}', "{}"])
+        sim = Simulation(cluster, {"t": spec}, wl, default_profile(), seed=0, config=SimConfig(timeout_s=60))
+        out = sim.run()
+        first = sim.pods[0]
+        assert first.image_pull_s == 0.0 and first.init_s == pytest.approx(1.0 / speed)
+        assert out.finish_s[0] - out.start_s[0] == pytest.approx(3.0 / speed)
+        assert out.finish_s[1] - out.start_s[1] == pytest.approx(0.5 / speed)
