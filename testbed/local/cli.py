@@ -135,7 +135,9 @@ def fidelity_cmd(
                   *[f"{r[f'{lb}_{m}_s']:.4f}" for lb in sims for m in ("mean", "p95")])
     c.print(t)
     for lb, rho in report["rho"].items():
-        c.print(f"{lb}: Spearman rho(mean) = {rho['mean']}, rho(p95) = {rho['p95']}  ({len(profs)} profiles, {len(wl)} requests)")
+        mae = report["mean_abs_error_s"][lb]
+        c.print(f"{lb}: Spearman rho(mean) = {rho['mean']}, rho(p95) = {rho['p95']}, mean |local - {lb}| of the "
+                f"mean latency = {mae} s  ({len(profs)} profiles, {len(wl)} requests)")
     c.print(f"written: {out / 'fidelity.json'}")
 
 

@@ -76,6 +76,13 @@ def _spearman(a: list[float], b: list[float]) -> float | None:
     return float(spearmanr(x[ok], y[ok]).statistic)
 
 
+def _mae(a: list[float], b: list[float]) -> float | None:
+    """Mean absolute difference over the profiles both backends measured."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    return float(np.mean(np.abs(x[ok] - y[ok]))) if ok.any() else None
+
+
 def _metric(result: RunResult, name: str) -> float:
     v = result.summary.get(f"latency_{name}_s")
     return float(v) if v is not None else math.nan
@@ -128,6 +135,9 @@ def fidelity(
                 "p95": _spearman([r["local_p95_s"] for r in rows], [r[f"{label}_p95_s"] for r in rows]),
             }
             for label in sims
+        },
+        "mean_abs_error_s": {
+            label: _mae([r["local_mean_s"] for r in rows], [r[f"{label}_mean_s"] for r in rows]) for label in sims
         },
         "rows": rows,
     }
