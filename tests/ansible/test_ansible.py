@@ -133,3 +133,25 @@ def test_roles_apply_only_what_scoretune_renders():
                 named.add(f"{folder}/{leaf}.yaml")
     assert named <= set(RENDER_LAYOUT), named - set(RENDER_LAYOUT)
     assert set(RENDER_LAYOUT) <= named
+
+
+def test_the_render_role_runs_and_is_idempotent(tmp_path):
+    """The one role that needs no machine, run for real on localhost: it renders the lab, and a
+    second run reports nothing changed (the render command says whether any file changed)."""
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Render", "hosts": "localhost", "connection": "local", "gather_facts": False,
+        "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"}, "roles": ["scoretune_render"],
+    }]))
+    out = tmp_path / "manifests"
+    cmd = [str(BIN / "ansible-playbook"), "-i", "localhost,", str(playbook),
+           "-e", f"@{ANSIBLE / 'group_vars' / 'all.yml'}", "-e", f"scoretune_render_dir={out}",
+           "-e", f"scoretune_bin={BIN / 'scoretune'}"]
+    env = _env() | {"ANSIBLE_ROLES_PATH": str(ANSIBLE / "roles")}
+    recaps = []
+    for _ in range(2):
+        result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        recaps.append(re.search(r"localhost\s*: ok=(\d+)\s+changed=(\d+)", result.stdout).groups())
+    assert recaps == [("2", "1"), ("2", "0")]  # the argument-spec check and the render
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.yaml")) == sorted(RENDER_LAYOUT)
