@@ -90,3 +90,16 @@ def test_sim_scenarios_lists_the_split():
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     assert rows and all(row["split"] == "test" for row in rows)
+
+
+def test_bench_sim_json_shape():
+    r = runner.invoke(app, ["bench", "sim", "--json", "--repeat", "1"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    names = [s["name"] for s in rep["scenarios"]]
+    assert names == ["large-120", "homogeneous-20"]
+    for s in rep["scenarios"]:
+        assert {"name", "nodes", "invocations", "invocations_per_s", "sim_s_per_wall_s"} <= set(s)
+        assert s["invocations"] > 10_000 and s["invocations_per_s"] > 0
+    assert rep["scenarios"][0]["nodes"] >= 100 and rep["scenarios"][1]["nodes"] == 20
+    assert "warm-up" in rep["notes"]
