@@ -138,6 +138,8 @@ class SimBackend:
         """Nothing persists between simulated runs, so every run already starts reset."""
 
     def run(self, workload: Workload, out_dir: Path, *, seed: int | None = None) -> RunResult:
+        """Simulate ``workload`` with the applied profile (the default profile if none) and write
+        the run directory. ``seed`` None uses the backend's own seed."""
         run_seed = self.seed if seed is None else seed
         if self.profile is None:
             from testbed.scheduler.config import default_profile
