@@ -66,3 +66,21 @@ def test_cpu_limit_caps_a_pod():
     cluster = make_cluster([{"name": "n", "count": 1, "cpu": "4", "memory": "8Gi"}])
     out = Simulation(cluster, {"q": spec}, make_workload([3.0], ["q"]), default_profile(), seed=0).run()
     assert out.finish_s[0] - out.arrival_s[0] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("dist", ["constant", "lognormal"])
+def test_processor_sharing_mean_response_is_insensitive(dist):
+    """M/G/1-PS: one pod with unbounded concurrency and a 1-core limit on a 1-core node shares the
+    core among its requests; the mean response time is E[S] / (1 - rho) whatever the service
+    distribution (constant or lognormal with cv 1)."""
+    lam, mean = 0.6, 1.0
+    spec = make_spec("ps", cc=0, cpu_mean=mean, dist=dist, cv=1.0 if dist == "lognormal" else 0.0, cpu_limit="1",
+                     min_scale=1, max_scale=1, memory_request="16Mi", memory_limit="1Gi", work_memory="0")
+    cluster = make_cluster([{"name": "n", "count": 1, "cpu": "1", "memory": "8Gi"}])
+    wl = poisson(lam, 60_000.0, ["ps"], seed=21)
+    out = Simulation(cluster, {"ps": spec}, wl, default_profile(), seed=2, config=SimConfig(timeout_s=1e9)).run()
+    assert np.all(out.status == K.ST_OK)
+    burn = out.arrival_s > 500.0
+    resp = (out.finish_s - out.arrival_s)[burn]
+    assert np.all(out.start_s == out.arrival_s)  # nobody waits: PS serves everyone at once
+    assert resp.mean() == pytest.approx(mean / (1 - lam * mean), rel=0.08)
