@@ -546,6 +546,43 @@ class KubeBackend:
                                f"{_api_message(err)}") from None
         return lease.spec.holder_identity if lease.spec else None
 
+    def status(self) -> dict[str, Any]:
+        """What the lab runs now: the scheduler's configuration hash, rollout and leader, and each
+        function's readiness, route and pod count (``scoretune kube status``)."""
+        s = self.settings
+        dep = self._call(f"reading Deployment {s.namespace}/{s.scheduler_name}",
+                         self._apps.read_namespaced_deployment, s.scheduler_name, s.namespace)
+        cm = self._call(f"reading ConfigMap {s.namespace}/{s.config_map_name}",
+                        self._core.read_namespaced_config_map, s.config_map_name, s.namespace)
+        text = (cm.data or {}).get(CONFIG_KEY)
+        running = (dep.spec.template.metadata.annotations or {}).get(CONFIG_HASH_ANNOTATION)
+        waiting = self._rollout_waiting(dep)
+        scheduler = {
+            "deployment": f"{s.namespace}/{s.scheduler_name}",
+            "config_hash": running,
+            "config_map_matches": text is not None and config_hash(text) == running,
+            "rolled_out": waiting is None,
+            "waiting_for": waiting,
+            "leader": self._lease_holder() if s.leader_elect else None,
+        }
+        group, version, plural = KNATIVE_SERVICE_API
+        functions: dict[str, Any] = {}
+        names = self._function_names()
+        pods = self._call(f"listing function pods in {self.namespace}", self._core.list_namespaced_pod, self.namespace,
+                          label_selector=f"{SERVICE_LABEL} in ({','.join(names)})").items or []
+        for fn in names:
+            svc = self._call(f"reading Knative Service {self.namespace}/{fn}", self._custom.get_namespaced_custom_object,
+                             group, version, self.namespace, plural, fn)
+            st = svc.get("status") or {}
+            ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), {})
+            functions[fn] = {
+                "ready": ready.get("status") == "True",
+                "url": st.get("url"),
+                "scheduler": ((svc.get("spec") or {}).get("template") or {}).get("spec", {}).get("schedulerName"),
+                "pods": sum(1 for p in pods if (p.metadata.labels or {}).get(SERVICE_LABEL) == fn),
+            }
+        return {"api_server": self.host, "scheduler": scheduler, "functions": functions}
+
     # --- reset ------------------------------------------------------------------------------
 
     def _function_names(self) -> list[str]:

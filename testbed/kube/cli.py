@@ -108,3 +108,21 @@ def apply_cmd(
     finally:
         backend.close()
     typer.echo(f"scoretune-scheduler runs {config}")
+
+
+@app.command("status")
+def status_cmd(
+    kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="Kubeconfig of the lab (default: ~/.kube/config)."),
+    context: str | None = typer.Option(None, "--context", help="Kubeconfig context."),
+    namespace: str = typer.Option("default", "--namespace", help="Namespace of the functions."),
+) -> None:
+    """Print, as JSON, the scheduler's configuration and leader and every function's state."""
+    import json
+
+    from testbed.kube.backend import KubeBackend
+
+    backend = KubeBackend(kubeconfig=kubeconfig, context=context, namespace=namespace)
+    try:
+        typer.echo(json.dumps(backend.status(), indent=2, sort_keys=True))
+    finally:
+        backend.close()

@@ -290,19 +290,41 @@ def test_default_profile_renders_for_the_second_scheduler():
     assert [p["schedulerName"] for p in doc["profiles"]] == ["scoretune-scheduler"]
 
 
+def _kubeconfig(fake, tmp_path):
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
+        "clusters": [{"name": "lab", "cluster": {"server": fake.url}}],
+        "users": [{"name": "admin", "user": {"token": "t"}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
+    }))
+    return path
+
+
+def test_cli_status_reports_the_scheduler_and_the_functions(fake, tmp_path):
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+
+    fake.add_function_pod("fn-b")
+    result = CliRunner().invoke(app, ["kube", "status", "--kubeconfig", str(_kubeconfig(fake, tmp_path))])
+    assert result.exit_code == 0, result.output + str(result.exception)
+    status = json.loads(result.output[result.output.index("{"):])
+    sched = status["scheduler"]
+    assert sched["rolled_out"] and sched["config_map_matches"] and sched["waiting_for"] is None
+    assert sched["leader"].startswith(f"scoretune-scheduler-{sched['config_hash'][:6]}")
+    assert status["functions"]["fn-a"] == {"ready": True, "url": "http://fn-a.default.example.com",
+                                           "scheduler": "scoretune-scheduler", "pods": 0}
+    assert status["functions"]["fn-b"]["pods"] == 1
+
+
 def test_cli_apply_rolls_the_lab_scheduler_through_a_kubeconfig(fake, tmp_path):
     from typer.testing import CliRunner
 
     from agent.cli import app
     from testbed.scheduler.config import SchedulerConfig, config_to_dict
 
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "clusters": [{"name": "lab", "cluster": {"server": fake.url}}],
-        "users": [{"name": "admin", "user": {"token": "t"}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
-    }))
+    kubeconfig = _kubeconfig(fake, tmp_path)
     config = tmp_path / "best-scheduler-config.yaml"
     config.write_text(yaml.safe_dump(config_to_dict(SchedulerConfig(profiles=(BINPACK,)))))
     result = CliRunner().invoke(app, ["kube", "apply", "--config", str(config), "--kubeconfig", str(kubeconfig)])
