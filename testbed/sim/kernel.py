@@ -4,8 +4,10 @@ completion, compiled with numba over flat arrays.
 The control plane (KPA ticks, pod creation and scheduling, scale-down) runs in Python between
 calls of :func:`run_segment`, which advances the data plane to a time limit (the next 1 s scrape
 boundary) or stops early when an arrival needs the autoscaler at once (Knative's poke of a revision
-at zero). Everything the control plane needs to read or change lives in the arrays of
-:class:`KernelState`; the column layout is given by the constants below.
+at zero). Everything the control plane needs to read or change lives in the flat arrays that
+:class:`testbed.sim.engine.Simulation` owns and passes in; their column layout is given by the
+constants below. Internal helpers are inlined (``inline="always"``): a numba call that passes
+twenty arrays costs reference counting per array, which dominated the event cost before.
 
 Execution model (per node, event-driven processor sharing):
 
@@ -15,9 +17,11 @@ Execution model (per node, event-driven processor sharing):
   if ``D`` exceeds the node's cores every pod is slowed by ``cores / D`` (fair sharing, as CFS
   gives runnable threads with quotas); a request progresses at
   ``speed * min(1, cores/D) * min(1, limit_p / k_p)`` work units per second;
-- each pod keeps a virtual clock ``V_p`` (work done by each of its requests since the pod started)
-  and a binary heap of its requests' virtual finish times, so a rate change costs O(pods on the
-  node), not O(requests); the next completion of each node sits in an indexed heap over nodes;
+- each pod keeps a virtual clock ``V_p`` (work done by each of its requests), advanced lazily, and
+  a binary heap of its requests' virtual finish times; a node keeps the list of its CPU-active pods
+  and its incrementally maintained demand, so a change costs O(1) while the node's share is
+  unchanged and O(active pods on the node) when it changes, never O(requests); the next completion
+  of each node sits in an indexed heap over nodes;
 - after the CPU phase a request waits ``io`` seconds (timer heap) holding its concurrency slot.
 
 Dispatch: one FIFO per function (the activator's per-revision breaker queue); its head goes to a
@@ -67,7 +71,6 @@ C_NEXT_ARRIVAL, C_TIMERS, C_FINISHED, C_STOP_FN, C_EVENTS = 0, 1, 2, 3, 4
 C_COLS = 5
 
 STOP_LIMIT, STOP_POKE = 0, 1
-EPS = 1e-12
 
 
 # ============================================================================================
