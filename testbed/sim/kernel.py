@@ -78,7 +78,7 @@ STOP_LIMIT, STOP_POKE = 0, 1
 # ============================================================================================
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _timer_push(tt, tc, counters, t, code):
     i = counters[C_TIMERS]
     counters[C_TIMERS] = i + 1
@@ -93,7 +93,7 @@ def _timer_push(tt, tc, counters, t, code):
         i = parent
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _timer_pop(tt, tc, counters):
     n = counters[C_TIMERS] - 1
     code = tc[0]
@@ -117,13 +117,13 @@ def _timer_pop(tt, tc, counters):
     return code
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def timer_push(tt, tc, counters, t, code):
     """Schedule a timer (``code >= 0``: a request's I/O ends; ``code < 0``: pod ``-code-1`` is ready)."""
     _timer_push(tt, tc, counters, t, code)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _nh_update(nh_key, nh_pos, nh_heap, n, key):
     """Indexed min-heap over nodes: set node ``n``'s key and restore the heap."""
     old = nh_key[n]
@@ -158,7 +158,7 @@ def _nh_update(nh_key, nh_pos, nh_heap, n, key):
     nh_pos[n] = i
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _ph_push(hv, hr, off, size, v, r):
     i = size
     hv[off + i] = v
@@ -172,7 +172,7 @@ def _ph_push(hv, hr, off, size, v, r):
         i = parent
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _ph_pop(hv, hr, off, size):
     r = hr[off]
     n = size - 1
@@ -200,7 +200,7 @@ def _ph_pop(hv, hr, off, size):
 # ============================================================================================
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _pod_advance(p, t, pf):
     """Bring pod ``p``'s virtual clock to ``t`` at its current rate."""
     dt = t - pf[p, PF_LAST]
@@ -209,12 +209,12 @@ def _pod_advance(p, t, pf):
     pf[p, PF_LAST] = t
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _cap_k(k, lim):
     return k if k < lim else lim
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _node_change(n, p, t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap):
     """Pod ``p`` on node ``n`` (already advanced to ``t``) changed its CPU-active count: new rates and
     the node's next completion. If the node's share is unchanged only ``p``'s rate changes; else
@@ -252,7 +252,7 @@ def _node_change(n, p, t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap
     _nh_update(nh_key, nh_pos, nh_heap, n, best)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _cpu_enter(p, n, t, work, r, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_pos, nh_heap):
     k = pi[p, PI_K]
     if k == 0:
@@ -271,7 +271,7 @@ def _cpu_enter(p, n, t, work, r, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_p
     _node_change(n, p, t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _cpu_leave(n, t, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_pos, nh_heap):
     """The next CPU completion on node ``n``: returns the request."""
     p = np.int64(nf[n, NF_ARG])
@@ -298,7 +298,7 @@ def _cpu_leave(n, t, nf, n_act, n_nact, pi, pf, hv, hr, nh_key, nh_pos, nh_heap)
 # ============================================================================================
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _area(f, t, fi, ff):
     last = ff[f, FF_LAST]
     if t > last:
@@ -306,7 +306,7 @@ def _area(f, t, fi, ff):
         ff[f, FF_LAST] = t
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters):
     """A request's response is complete at ``t`` (the client stopped waiting at arrival + timeout)."""
     f = ri[r, RI_FN]
@@ -332,7 +332,7 @@ def _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters):
     fi[f, FI_INSYS] -= 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _rand_below(rng, n):
     """xorshift64: the kernel's own seeded generator (deterministic, no global state)."""
     x = rng[0]
@@ -343,7 +343,7 @@ def _rand_below(rng, n):
     return np.int64(x % np.uint64(n))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _pick_pod(f, fi, f_ready, pi, rng):
     if fi[f, FI_FREE] <= 0:
         return -1
@@ -395,7 +395,7 @@ def _pick_pod(f, fi, f_ready, pi, rng):
     return -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _pod_ready(p, fi, f_ready, pi):
     """Pod ``p`` passed its readiness probe: it joins its revision's targets."""
     f = pi[p, PI_FN]
@@ -407,13 +407,13 @@ def _pod_ready(p, fi, f_ready, pi):
         fi[f, FI_FREE] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def pod_ready(p, fi, f_ready, pi):
     """Entry for the control plane (a warm pod is ready at once)."""
     _pod_ready(p, fi, f_ready, pi)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def pod_unready(p, new_state, fi, f_ready, pi):
     """Pod ``p`` leaves its revision's targets (deleted: draining, or done if idle)."""
     f = pi[p, PI_FN]
@@ -431,7 +431,7 @@ def pod_unready(p, new_state, fi, f_ready, pi):
     pi[p, PI_STATE] = new_state
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_act, n_nact, hv, hr, nh_key, nh_pos, nh_heap,
            tt, tc, counters):
     n = pi[p, PI_NODE]
@@ -464,7 +464,7 @@ def _start(r, p, t, timeout, rf, ri, fi, ff, pi, pf, nf, n_act, n_nact, hv, hr, 
         _finish(r, t, timeout, rf, ri, fi, ff, pi, pf, nf, counters)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_act, n_nact, hv, hr,
               nh_key, nh_pos, nh_heap, tt, tc, counters, rng):
     """Hand queued requests of ``f`` to pods while a ready pod has a free slot (FIFO)."""
@@ -491,7 +491,7 @@ def _dispatch(f, t, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_act, 
                tt, tc, counters)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def run_segment(t_limit, timeout, rf, ri, fi, ff, f_idx, f_ready, pi, pf, nf, n_act, n_nact, hv, hr,
                 nh_key, nh_pos, nh_heap, tt, tc, counters, stop_t, rng):
     """Process every event before ``t_limit``; returns STOP_LIMIT, or STOP_POKE (with the function in
