@@ -10,6 +10,7 @@ then collects the placements and lab events (a node lost mid-run) into the same 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,14 @@ class LocalBackend:
         handle = labmod.running_lab(self.state_dir) if attach else None
         self.owned = handle is None
         if handle is None:
-            handle = labmod.up(self.cluster, state_dir=self.state_dir, port=port, cpu_enforcement=cpu_enforcement, seed=seed)
+            handle = labmod.up(
+                self.cluster, state_dir=self.state_dir, port=port, cpu_enforcement=cpu_enforcement, seed=seed,
+                owner_pid=os.getpid(),
+            )
+            log.info(
+                "embedded lab up at %s (state in %s; it stops when this process exits, or with "
+                "`scoretune testbed down --state-dir %s`)", handle.url, self.state_dir, self.state_dir,
+            )
         self.handle = handle
         self.client = handle.client
         self._closed = False

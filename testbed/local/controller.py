@@ -40,7 +40,7 @@ from testbed.autoscaler.kpa import SCRAPE_INTERVAL_S, TICK_INTERVAL_S, RevisionA
 from testbed.cluster import parse_cluster
 from testbed.local.placement import Placer, profile_from_config_dict, revision_pod_object
 from testbed.local.routing import Instance, Revision
-from testbed.local.state import LabState
+from testbed.local.state import LabState, ProcRecord
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,9 @@ class Controller:
         self._tasks: set[asyncio.Task] = set()
         self._lock = asyncio.Lock()
         self._paused = False  # during reset: no scaling decisions
+        self.stop = asyncio.Event()
+        owner = lab.get("owner")
+        self.owner = ProcRecord(**owner) if owner else None
         self.session: ClientSession | None = None
         self._reset_functions()
 
@@ -251,6 +254,15 @@ class Controller:
     async def _health_loop(self) -> None:
         while True:
             await asyncio.sleep(HEALTH_INTERVAL_S)
+            if self.owner is not None and not self.owner.alive():
+                # The backend that started this lab is gone without closing it: tear it all down
+                # (agents, instances, cgroups), so a crashed experiment leaves nothing behind.
+                from testbed.local.lab import down
+
+                log.warning("the lab's owner (pid %d) is gone: stopping the lab", self.owner.pid)
+                await asyncio.get_running_loop().run_in_executor(None, down, self.state.root)
+                self.stop.set()
+                return
             for node, rec in self.agent_recs.items():
                 if self.node_ready[node] and not rec.alive():
                     self._node_lost(node)
@@ -494,11 +506,10 @@ async def _serve(state: LabState, port: int) -> None:
     bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     state.write_port("controller", bound)
     log.info("lab controller (ingress) listening on 127.0.0.1:%d", bound)
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+        loop.add_signal_handler(sig, controller.stop.set)
+    await controller.stop.wait()
     await runner.cleanup()
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -168,8 +168,10 @@ def prepare(
     cpu_enforcement: str = "auto",
     seed: int = 0,
     profile_config: dict[str, Any] | None = None,
+    owner_pid: int | None = None,
 ) -> cpu.CpuMode:
-    """Pick the CPU enforcement, create the lab cgroup, write ``lab.json``."""
+    """Pick the CPU enforcement, create the lab cgroup, write ``lab.json``. With ``owner_pid`` the
+    controller tears the whole lab down once that process is gone (a backend that crashed)."""
     mode = cpu.detect(cpu_enforcement)
     log.info("%s", mode.notice)
     state.ensure()
@@ -192,6 +194,7 @@ def prepare(
             "profile": profile_config,
             "started_at": time.time(),
             "started_by": os.getpid(),
+            "owner": asdict(record_for("owner", "owner", owner_pid)) if owner_pid else None,
         }
     )
     return mode
@@ -226,6 +229,7 @@ def up(
     cpu_enforcement: str = "auto",
     profile_config: dict[str, Any] | None = None,
     seed: int = 0,
+    owner_pid: int | None = None,
 ) -> LabHandle:
     """Start the lab and return once its controller answers; raises before starting anything on
     bad input (a spec that cannot run, a taken port, a lab already running in ``state_dir``)."""
@@ -237,7 +241,9 @@ def up(
     if state.procs():
         down(state.root)  # leftovers of a lab that died: clean them before starting anew
     check_port_free(port)
-    mode = prepare(spec, state, port=port, cpu_enforcement=cpu_enforcement, seed=seed, profile_config=profile_config)
+    mode = prepare(
+        spec, state, port=port, cpu_enforcement=cpu_enforcement, seed=seed, profile_config=profile_config, owner_pid=owner_pid
+    )
     try:
         start_agents(spec, state)
         handle = start_controller(state, port, mode)
@@ -255,6 +261,8 @@ def down(state_dir: str | Path | None = None) -> dict[str, int]:
     stopped: dict[str, int] = {"controller": 0, "agent": 0, "instance": 0, "cgroups": 0}
     for role in ("controller", "agent", "instance"):
         for rec in state.procs(role):
+            if rec.pid == os.getpid():
+                continue  # the controller tearing down its own lab (its owner died) exits by itself
             if stop_process(rec):
                 stopped[role] += 1
             state.remove_proc(rec.role, rec.name)

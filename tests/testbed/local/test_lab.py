@@ -103,3 +103,33 @@ def test_unschedulable_cluster_is_rejected_at_up(state_dir):
     spec = parse_cluster({"name": "cordoned", "groups": [{"name": "n", "cpu": "1", "memory": "1Gi", "unschedulable": True}]})
     with pytest.raises(InputError, match="every node is unschedulable"):
         labmod.up(spec, state_dir=state_dir, port=0)
+
+
+def test_lab_stops_itself_when_its_backend_process_dies(cluster_file, state_dir):
+    """A backend killed without close() (a crashed experiment) leaves nothing behind."""
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import sys, time\n"
+        "from testbed.local.backend import LocalBackend\n"
+        f"b = LocalBackend({str(cluster_file)!r}, state_dir={str(state_dir)!r})\n"
+        "print('up', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline().strip() == "up"
+        recorded = LabState(state_dir).procs()
+        assert {r.role for r in recorded} == {"controller", "agent"}
+        owner.kill()
+        owner.wait(10)
+        deadline = time.monotonic() + 20
+        while any(r.alive() for r in recorded) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(r.alive() for r in recorded)
+        assert LabState(state_dir).read_lab() is None, "the lab's state was cleared"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
