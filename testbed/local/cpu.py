@@ -252,7 +252,7 @@ class DutyCycleLimiter:
     are SIGSTOPped until the period ends. Child groups are limited by their own budget *and* their
     parent's (a node's instances share the node's budget)."""
 
-    def __init__(self, period_s: float = PERIOD_US / 1e6, poll_s: float = 0.005) -> None:
+    def __init__(self, period_s: float = PERIOD_US / 1e6, poll_s: float = 0.01) -> None:
         self.period_s = period_s
         self.poll_s = poll_s
         self._groups: dict[str, dict] = {}
