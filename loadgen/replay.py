@@ -196,7 +196,7 @@ def replay(
     if remote_workers and not master_port:
         raise InputError("remote workers need a fixed master_port to connect to", field="master_port")
     total_workers = workers + remote_workers
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()  # Locust runs in its own working directory
     work = out_dir / "locust"
     if work.exists():
         shutil.rmtree(work)

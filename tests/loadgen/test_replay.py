@@ -150,3 +150,14 @@ def test_missing_locust_binary_is_a_failed_run(tmp_path, monkeypatch) -> None:
     result = replay(wl, "http://127.0.0.1:9/", tmp_path / "run", timeout_s=1.0)
     assert result.failed and "cannot start locust" in result.summary["failure"]
     assert result.summary["count"] == result.summary["errors"] == 2
+
+
+def test_relative_out_dir_is_resolved_before_locust_starts(tmp_path, monkeypatch) -> None:
+    """Locust runs in its own working directory; a relative run directory must still work."""
+    monkeypatch.chdir(tmp_path)
+    wl = make_workload(np.linspace(0.0, 0.5, 5), ["fast"] * 5)
+    with ReplayTestServer() as server:
+        result = replay(wl, server.url, "relative-run", timeout_s=5.0)
+    assert not result.failed, result.summary.get("failure")
+    assert result.summary["ok"] == 5
+    assert (tmp_path / "relative-run" / "requests.parquet").exists()
