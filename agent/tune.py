@@ -21,6 +21,10 @@ paired Student-t interval (agent.stats). A run whose load generator was unhealth
 beyond a bound, or a failed run) is void: it is rerun, up to ``max_reruns`` times, and never
 scored.
 
+With ``confirm = N`` (``make tune`` uses 2), a best profile that was measured unreplicated is
+rerun N times after the T steps, each run paired with a reference run on a fresh seed, and only a
+significant paired improvement counts (``confirmation.json``).
+
 At the end the best profile is applied — unless it is not better than the reference (or, with
 repeats, not *significantly* better), in which case the reference is applied: the loop never
 leaves a cluster on a profile worse than the default.
@@ -79,6 +83,9 @@ class ExperimentConfig:
     reward: str = "best"
     max_reruns: int = 3
     health: HealthBounds = field(default_factory=HealthBounds)
+    confirm: int = 0
+    """After the T steps, rerun the best profile this many times, each paired with a reference run,
+    to judge it beyond the noise before applying it (measured backends, ``repeats == 1``)."""
     backend_options: dict[str, Any] = field(default_factory=dict)
     """How the backend was constructed beyond its name (the kube connection); kept for resume."""
 
@@ -316,6 +323,48 @@ class Experiment:
                 self.on_step(record, self.records)
         return self.finish()
 
+    def _confirm(self, best: StepRecord) -> dict[str, Any]:
+        """Rerun the best profile ``confirm`` times, each right after a reference run with the same
+        seed, and judge the paired improvement (kept in ``confirmation.json``; a finished
+        confirmation is reused on resume, an interrupted one is redone)."""
+        path = self.out_dir / "confirmation.json"
+        if path.exists():
+            saved = json.loads(path.read_text())
+            if saved.get("best_step") == best.step and len(saved.get("samples", [])) == self.config.confirm:
+                return saved
+        setting = _setting(best.setting)
+        confirm_dir = self.out_dir / "runs" / "confirm"
+        if confirm_dir.exists():
+            shutil.rmtree(confirm_dir)
+        refs: list[float] = []
+        cands: list[float] = []
+        voided: list[dict[str, str]] = []
+        for r in range(self.config.confirm):
+            seed = self.config.seed + 1000 + r  # fresh seeds: not the ones the search was scored on
+            if self.on_start:
+                self.on_start(self.config.steps + 1 + r, setting)
+            m, v = self._measure(self.codec.reference(), confirm_dir / f"ref-{r}", seed)
+            refs.append(m)
+            voided += v
+            m, v = self._measure(setting, confirm_dir / f"cand-{r}", seed)
+            cands.append(m)
+            voided += v
+        interval = paired_improvement(refs, cands)
+        result = {
+            "best_step": best.step,
+            "reference_samples": refs,
+            "samples": cands,
+            "improvement_pct": interval.mean,
+            "ci_low": interval.low,
+            "ci_high": interval.high,
+            "verdict": verdict(interval),
+            "voided": voided,
+        }
+        path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        log.info("confirmation of step %d: %+.2f %% [%s, %s] -> %s", best.step, interval.mean, interval.low,
+                 interval.high, result["verdict"])
+        return result
+
     def finish(self) -> dict[str, Any]:
         """Apply and export the best profile; write summary.json, summary.md, tuning-curve.png."""
         from testbed.scheduler.config import config_for_profile, dump_config_yaml
@@ -326,20 +375,24 @@ class Experiment:
         ref = records[0]
         best = min(records, key=lambda r: (r.metric, r.step))
         deterministic = self.config.backend in DETERMINISTIC_BACKENDS
+        confirmation = None
+        if (self.config.confirm > 0 and not deterministic and best.step > 0 and best.metric < ref.metric
+                and best.verdict != IMPROVEMENT):
+            confirmation = self._confirm(best)
         # Apply the best only when it beats the reference beyond the noise.
         trusted = best.step > 0 and best.metric < ref.metric and (
-            best.verdict == IMPROVEMENT or (self.config.repeats == 1 and deterministic)
+            best.verdict == IMPROVEMENT
+            or (confirmation is not None and confirmation["verdict"] == IMPROVEMENT)
+            or (self.config.repeats == 1 and deterministic)
         )
         applied = best if trusted else ref
-        applied_setting = WeightSetting(
-            weights=applied.setting["weights"],
-            strategy=applied.setting["strategy"],
-            shape=tuple(tuple(p) for p in applied.setting["shape"]) if applied.setting["shape"] else None,
-        )
+        applied_setting = _setting(applied.setting)
         profile = applied_setting.to_profile()
         self.backend.apply(profile)
         (self.out_dir / BEST_CONFIG_NAME).write_text(dump_config_yaml(config_for_profile(profile)))
-        if best.verdict == IMPROVEMENT or (deterministic and best.step > 0 and best.metric < ref.metric):
+        if confirmation is not None:
+            call = confirmation["verdict"]
+        elif best.verdict == IMPROVEMENT or (deterministic and best.step > 0 and best.metric < ref.metric):
             call = IMPROVEMENT
         elif best.step == 0:
             call = "no improvement found"
@@ -356,7 +409,9 @@ class Experiment:
             "reference_metric": ref.metric,
             "best_metric": best.metric,
             "improvement_pct": percent_improvement(ref.metric, best.metric),
-            "improvement_ci_pct": [best.ci_low, best.ci_high],
+            "improvement_ci_pct": [confirmation["ci_low"], confirmation["ci_high"]] if confirmation
+            else [best.ci_low, best.ci_high],
+            "confirmation": confirmation,
             "verdict": call,
             "best_step": best.step,
             "best_weights": best.setting["weights"],
@@ -372,6 +427,14 @@ class Experiment:
         (self.out_dir / "summary.md").write_text(summary_markdown(summary, records))
         plot_tuning_curve(records, self.out_dir / "tuning-curve.png", title=f"{self.config.method} on {self.config.backend}")
         return summary
+
+
+def _setting(data: dict[str, Any]) -> WeightSetting:
+    return WeightSetting(
+        weights=data["weights"],
+        strategy=data["strategy"],
+        shape=tuple(tuple(p) for p in data["shape"]) if data["shape"] else None,
+    )
 
 
 def _welch_improvement(reference: list[float], candidate: list[float]):
@@ -397,6 +460,8 @@ def summary_markdown(summary: dict[str, Any], records: list[StepRecord]) -> str:
         f"- reference (default weights): {summary['reference_metric']:.4f} s; best: {summary['best_metric']:.4f} s "
         f"at step {summary['best_step']} ({summary['improvement_pct']:+.2f} %, {summary['verdict']})",
         f"- applied and exported: step {summary['applied_step']} (`{BEST_CONFIG_NAME}`)",
+        *([f"- confirmation ({len(c['samples'])} paired reruns of step {c['best_step']}): {c['improvement_pct']:+.2f} % "
+           f"[{c['ci_low']}, {c['ci_high']}] -> {c['verdict']}"] if (c := summary.get("confirmation")) else []),
         "",
         "| step | profile | latency (s) | vs reference | 95 % CI | verdict |",
         "|---:|---|---:|---:|---|---|",

@@ -140,3 +140,27 @@ def test_noisy_backend_pairs_repeats_and_calls_noise_no_difference(tmp_path):
         assert r.ci_low is not None and r.ci_low <= r.improvement_pct + 1e-9
     if summary["verdict"] != "improvement":
         assert summary["applied_step"] == 0  # an unproven gain is not applied
+
+
+def test_confirmation_reruns_the_best_paired_and_decides_what_is_applied(tmp_path):
+    obj = AnalyticObjective(seed=8)
+    backend = AnalyticBackend(obj, noise=0.01)
+    summary = _experiment(tmp_path, backend, method="hill", backend="local", confirm=3).run()
+    assert backend.runs == 6 + 2 * 3  # T+1 steps, then 3 (reference, best) pairs
+    conf = json.loads((tmp_path / "confirmation.json").read_text())
+    assert conf["best_step"] == summary["best_step"] > 0
+    assert len(conf["samples"]) == len(conf["reference_samples"]) == 3
+    assert summary["verdict"] == conf["verdict"] == "improvement"  # 1 % noise, a clear gain
+    assert summary["applied_step"] == summary["best_step"]
+    assert summary["improvement_ci_pct"] == [conf["ci_low"], conf["ci_high"]]
+    # resuming a finished experiment reuses the confirmation instead of rerunning it
+    again = AnalyticBackend(obj, noise=0.01)
+    _experiment(tmp_path, again, method="hill", backend="local", confirm=3).run(resume=True)
+    assert again.runs == 0
+
+
+def test_unreplicated_gain_on_a_measured_backend_is_not_applied_without_confirmation(tmp_path):
+    backend = AnalyticBackend(AnalyticObjective(seed=8), noise=0.01)
+    summary = _experiment(tmp_path, backend, method="hill", backend="local").run()
+    assert summary["best_step"] > 0 and summary["verdict"] == "unreplicated"
+    assert summary["applied_step"] == 0
