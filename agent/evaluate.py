@@ -209,10 +209,13 @@ def plot_curves(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
 
     paths = []
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
-    for method, group in frame.groupby("method", sort=False):
+    groups = list(frame.groupby("method", sort=False))
+    colors = plt.cm.tab20(np.linspace(0.0, 1.0, max(2, len(groups))))
+    for (method, group), color in zip(groups, colors, strict=False):
         curves = np.stack([np.minimum.accumulate(np.asarray(m)) / m[0] for m in group["metrics"]])
         mean = curves.mean(axis=0)
-        ax.plot(np.arange(len(mean)), mean, marker="o", markersize=3, label=method)
+        style = "-" if method in BASELINES else "--"  # baselines solid, learned policies dashed
+        ax.plot(np.arange(len(mean)), mean, style, color=color, marker="o", markersize=3, label=method)
     oracle = (frame.groupby(["scenario", "seed"])["oracle"].first() / frame.groupby(["scenario", "seed"])["reference"].first()).mean()
     ax.axhline(oracle, color="black", linestyle=":", label="oracle")
     ax.set_xlabel("step")
@@ -226,7 +229,7 @@ def plot_curves(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
 
     pivot = frame.groupby(["scenario", "method"], sort=False)["improvement_pct"].mean().unstack("method")
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(pivot)), 4), dpi=120)
-    pivot.plot.bar(ax=ax, width=0.85)
+    pivot.plot.bar(ax=ax, width=0.85, color=plt.cm.tab20(np.linspace(0.0, 1.0, max(2, pivot.shape[1]))))
     ax.set_ylabel("improvement over default weights (%)")
     ax.set_title("Final improvement per held-out scenario")
     ax.legend(fontsize=7, ncol=2)
