@@ -66,27 +66,27 @@ def _pct(values: np.ndarray, q: float) -> float | None:
     return float(np.percentile(values, q)) if values.size else None
 
 
-def summarize(requests: pd.DataFrame, *, late_threshold_s: float = 0.020) -> dict[str, Any]:
-    """Counts and latency statistics of a requests table.
-
-    Latency figures are over *ok* requests (a failed request has no meaningful latency, and is
-    counted under errors/timeouts instead, never dropped). Dispatch lag is ``sent_s -
-    scheduled_s``: how late the load generator itself was.
-    """
-    status = requests["status"].to_numpy(dtype=object)
-    ok = status == "ok"
-    lat = requests["latency_s"].to_numpy(dtype=np.float64, na_value=np.nan)[ok]
-    lat = lat[np.isfinite(lat)]
-    sent = requests["sent_s"].to_numpy(dtype=np.float64, na_value=np.nan)
-    lag = sent - requests["scheduled_s"].to_numpy(dtype=np.float64)
-    lag = lag[np.isfinite(lag)]
-    cold = requests["cold_start"].to_numpy(dtype=object)
+def summarize_arrays(
+    *,
+    ok: np.ndarray,
+    errors: int,
+    timeouts: int,
+    cold_starts: int,
+    latency_s: np.ndarray,
+    lag_s: np.ndarray,
+    late_threshold_s: float = 0.020,
+) -> dict[str, Any]:
+    """The summary from arrays: ``ok`` a boolean mask over all requests, ``latency_s`` the
+    latencies of the ok ones, ``lag_s`` the dispatch lags known. The one definition of every
+    figure, shared by :func:`summarize` and the simulator's no-disk fast path."""
+    lat = latency_s[np.isfinite(latency_s)]
+    lag = lag_s[np.isfinite(lag_s)]
     return {
-        "count": int(len(requests)),
+        "count": int(len(ok)),
         "ok": int(ok.sum()),
-        "errors": int((status == "error").sum()),
-        "timeouts": int((status == "timeout").sum()),
-        "cold_starts": int(sum(1 for c in cold if c is True)),
+        "errors": int(errors),
+        "timeouts": int(timeouts),
+        "cold_starts": int(cold_starts),
         "latency_mean_s": float(lat.mean()) if lat.size else None,
         "latency_p50_s": _pct(lat, 50),
         "latency_p95_s": _pct(lat, 95),
@@ -97,6 +97,28 @@ def summarize(requests: pd.DataFrame, *, late_threshold_s: float = 0.020) -> dic
         "late_dispatches": int((lag > late_threshold_s).sum()),
         "late_threshold_s": late_threshold_s,
     }
+
+
+def summarize(requests: pd.DataFrame, *, late_threshold_s: float = 0.020) -> dict[str, Any]:
+    """Counts and latency statistics of a requests table.
+
+    Latency figures are over *ok* requests (a failed request has no meaningful latency, and is
+    counted under errors/timeouts instead, never dropped). Dispatch lag is ``sent_s -
+    scheduled_s``: how late the load generator itself was.
+    """
+    status = requests["status"].to_numpy(dtype=object)
+    ok = status == "ok"
+    sent = requests["sent_s"].to_numpy(dtype=np.float64, na_value=np.nan)
+    cold = requests["cold_start"].to_numpy(dtype=object)
+    return summarize_arrays(
+        ok=ok,
+        errors=int((status == "error").sum()),
+        timeouts=int((status == "timeout").sum()),
+        cold_starts=sum(1 for c in cold if c is True),
+        latency_s=requests["latency_s"].to_numpy(dtype=np.float64, na_value=np.nan)[ok],
+        lag_s=sent - requests["scheduled_s"].to_numpy(dtype=np.float64),
+        late_threshold_s=late_threshold_s,
+    )
 
 
 def _to_table(frame: pd.DataFrame, schema: pa.Schema, what: str) -> pa.Table:
