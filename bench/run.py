@@ -46,8 +46,13 @@ def measure(command: list[str], timeout_s: float = 1800) -> Measurement:
     if proc.returncode != 0:
         m.error = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         return m
-    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip().startswith("{")]
-    try:
+    try:  # the whole of stdout is one JSON document (indented or not) ...
+        m.result = json.loads(proc.stdout)
+        return m
+    except json.JSONDecodeError:
+        pass
+    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.startswith("{")]
+    try:  # ... or its last line is
         m.result = json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
         m.error = "no JSON on stdout"
