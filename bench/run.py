@@ -164,6 +164,21 @@ def main() -> int:
         out.append(f"FAILED: {m.error}")
     out += ["", f"Command: `{m.shown}` (not pinned to one core: Locust and the server it drives share the machine's cores). "
             "Reference: `python bench/ref_http.py`, one keep-alive connection sending back to back.", ""]
+    # --- the other inner loops: figures without an outside reference --------------------------
+    out += ["## Other costs (no outside reference)", "",
+            "Measured in the same run; each is what a user of that part pays, printed as the command gave it.", ""]
+    for title, cmd in (
+        ("Function runtime", [st, "bench", "functions"]),
+        ("Tuning agent (environment step on the simulator, tuner overhead, policy inference)", [st, "bench", "agent"]),
+        ("Embedded lab (start-up, cold start, ingress overhead)", [st, "bench", "lab"]),
+    ):
+        m = measure(cmd, timeout_s=900)
+        out += [f"### {title}", "", f"Command: `{m.shown}`", ""]
+        if m.result is None:
+            failures.append(f"{title}: {m.error}")
+            out += [f"FAILED: {m.error}", ""]
+        else:
+            out += ["```json", json.dumps(m.result, indent=2), "```", ""]
     if failures:
         out += ["## Failures", ""] + [f"- {f}" for f in failures] + [""]
     args.write.write_text("\n".join(out))
