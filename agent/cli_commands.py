@@ -152,7 +152,7 @@ def tune_command(
     seed: int = typer.Option(0, help="Seed of the workload replay and of the tuner."),
     max_reruns: int = typer.Option(3, help="Reruns of a void run (unhealthy load generator) before giving up."),
     confirm: int = typer.Option(-1, help="Measured backends: rerun the best profile N times paired with the "
-                                "reference before applying it (-1: 2 with --embedded-default, else 0)."),
+                                "reference before applying it (-1: 3 with --embedded-default, else 0)."),
     max_dispatch_lag_s: float = typer.Option(0.5, help="Void a run whose p99 dispatch lag exceeds this (s)."),
     max_late_share: float = typer.Option(0.05, help="Void a run with a larger share of late dispatches."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete a previous experiment in --out first."),
@@ -201,7 +201,7 @@ def tune_command(
             method=method or "policy", backend=backend, cluster=cluster, workload=workload, steps=steps,
             metric=metric, repeats=repeats, seed=seed, policy=str(policy) if policy else None,
             max_reruns=max_reruns,
-            confirm=(2 if embedded_default else 0) if confirm < 0 else confirm,
+            confirm=(3 if embedded_default else 0) if confirm < 0 else confirm,
             health=HealthBounds(max_dispatch_lag_p99_s=max_dispatch_lag_s, max_late_share=max_late_share),
             backend_options=dataclasses.asdict(KubeOptions(kubeconfig, context, namespace, ingress_url))
             if backend == "kube" else {},

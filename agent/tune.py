@@ -21,7 +21,7 @@ paired Student-t interval (agent.stats). A run whose load generator was unhealth
 beyond a bound, or a failed run) is void: it is rerun, up to ``max_reruns`` times, and never
 scored.
 
-With ``confirm = N`` (``make tune`` uses 2), a best profile that was measured unreplicated is
+With ``confirm = N`` (``make tune`` uses 3), a best profile that was measured unreplicated is
 rerun N times after the T steps, each run paired with a reference run on a fresh seed, and only a
 significant paired improvement counts (``confirmation.json``).
 
