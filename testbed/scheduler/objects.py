@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -266,16 +266,23 @@ def pod_requests(
     return total
 
 
-def _containers(raw: Any, *, init: bool, file: str | None, field: str) -> tuple[Container, ...]:
+def _mapping_items(raw: Any, *, file: str | None, field: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The items of a list of mappings with their field paths (``field[i]``); anything else is a
+    ConfigError naming the path. ``None`` (the field left out) is an empty list."""
     if raw is None:
-        return ()
+        return
     if not isinstance(raw, list):
         raise ConfigError("must be a list", file=file, field=field)
-    out = []
-    for i, c in enumerate(raw):
+    for i, item in enumerate(raw):
         f = f"{field}[{i}]"
-        if not isinstance(c, dict):
+        if not isinstance(item, dict):
             raise ConfigError("must be a mapping", file=file, field=f)
+        yield f, item
+
+
+def _containers(raw: Any, *, init: bool, file: str | None, field: str) -> tuple[Container, ...]:
+    out = []
+    for f, c in _mapping_items(raw, file=file, field=field):
         res = c.get("resources") or {}
         requests = _resource_list(res.get("requests"), file=file, field=f"{f}.resources.requests")
         # API-server defaulting (pkg/apis/core/v1/defaults.go, SetDefaults_Pod): a resource with a
@@ -299,15 +306,8 @@ def _affinity_terms(
 ) -> tuple[AffinityTerm, ...]:
     """Pod (anti-)affinity terms; ``matchLabelKeys``/``mismatchLabelKeys`` are merged into the
     selector with the owner pod's label values, as the API server does on pod creation."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ConfigError("must be a list", file=file, field=field)
     out = []
-    for i, e in enumerate(raw):
-        f = f"{field}[{i}]"
-        if not isinstance(e, dict):
-            raise ConfigError("must be a mapping", file=file, field=f)
+    for f, e in _mapping_items(raw, file=file, field=field):
         weight = 0
         term = e
         if weighted:
@@ -334,13 +334,8 @@ def _affinity_terms(
 
 
 def _spread_constraints(raw: Any, labels: Mapping[str, str], *, file: str | None, field: str) -> tuple[SpreadConstraint, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ConfigError("must be a list", file=file, field=field)
     out = []
-    for i, c in enumerate(raw):
-        f = f"{field}[{i}]"
+    for f, c in _mapping_items(raw, file=file, field=field):
         skew = c.get("maxSkew")
         if not isinstance(skew, int) or skew <= 0:
             raise ConfigError(f"maxSkew {skew!r} must be a positive integer", file=file, field=f"{f}.maxSkew")

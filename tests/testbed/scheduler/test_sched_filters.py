@@ -175,3 +175,17 @@ def test_limits_without_requests_default_the_requests():
     obj = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "500m"}}}]}}
     p = pod_from_k8s(obj)
     assert p.requests == {"cpu": 500, "memory": 2**30}
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"containers": ["not-a-mapping"]}, "spec.containers[0]"),
+        ({"containers": [{"name": "c"}], "topologySpreadConstraints": [42]}, "spec.topologySpreadConstraints[0]"),
+        ({"containers": [{"name": "c"}], "topologySpreadConstraints": {"maxSkew": 1}}, "spec.topologySpreadConstraints"),
+    ],
+)
+def test_malformed_pod_lists_name_the_field(spec, field) -> None:
+    with pytest.raises(ConfigError) as err:
+        pod_from_k8s({"metadata": {"name": "p"}, "spec": spec})
+    assert err.value.field is not None and err.value.field.endswith(field), err.value
