@@ -50,12 +50,10 @@ def _provenance() -> dict[str, Any]:
 def _profile_info(profile: Any) -> dict[str, Any]:
     if profile is None:
         return {"profile": None}
-    try:
-        from testbed.scheduler.config import config_for_profile, config_to_dict, profile_weights
+    from testbed.scheduler.config import config_for_profile, config_to_dict, profile_weights
 
-        return {"profile": config_to_dict(config_for_profile(profile)), "weights": profile_weights(profile)}
-    except Exception:  # noqa: BLE001 - a profile that cannot be rendered is still recorded by name
-        return {"profile": getattr(profile, "scheduler_name", str(profile))}
+    # every Profile renders (that is config_for_profile's contract); a failure here is a bug to see
+    return {"profile": config_to_dict(config_for_profile(profile)), "weights": profile_weights(profile)}
 
 
 def simulate(
