@@ -3,6 +3,13 @@
 The agent sees only this Protocol, so a policy trained on ``sim`` tunes ``local`` or ``kube``
 unchanged. A backend is bound to one cluster at construction; ``run`` replays a workload with the
 profile most recently applied and returns a RunResult whose directory holds the tables.
+
+Every backend records that profile in the run's ``summary.json`` the same way, as
+:func:`testbed.scheduler.config.profile_record` builds it: ``"profile": {"scheduler_name": str,
+"weights": {plugin: int | null}, "config": <KubeSchedulerConfiguration dict>}`` (``weights`` names
+all 7 default score plugins, null = disabled; ``config`` parses back with ``parse_config`` into the
+same profile), or ``"profile": null`` when no profile was applied and the backend's scheduler ran
+with what it already had (``sim`` applies the default profile then, and records it).
 """
 
 from __future__ import annotations

@@ -674,6 +674,7 @@ class KubeBackend:
     def run(self, workload: Workload, out_dir: Path, *, seed: int = 0) -> RunResult:
         """Replay ``workload`` on the cluster; a failure is written as a failed run and returned."""
         from loadgen.replay import merge_records, replay
+        from testbed.scheduler.config import profile_record
 
         out_dir = Path(out_dir)
         info: dict[str, Any] = {
@@ -682,11 +683,8 @@ class KubeBackend:
             "scheduler": {"name": self.settings.scheduler_name, "config_hash": self._digest},
             "namespace": self.namespace,
             "api_server": self.host,
+            "profile": profile_record(self._profile),  # null: no apply(), the scheduler kept its configuration
         }
-        if self._profile is not None:
-            from testbed.scheduler.config import profile_weights
-
-            info["profile"] = {k: v for k, v in profile_weights(self._profile).items()}
         watch: PodWatch | None = None
         t_start = time.time()
         try:

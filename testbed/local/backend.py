@@ -103,6 +103,7 @@ class LocalBackend:
 
     def run(self, workload: Workload, out_dir: Path, *, seed: int = 0) -> RunResult:
         from loadgen.replay import replay
+        from testbed.scheduler.config import profile_record
 
         if len(workload) == 0:
             raise InputError("the workload has no requests", file=workload.name)
@@ -115,7 +116,7 @@ class LocalBackend:
             "seed": seed,
             "cluster": self.cluster.name,
             "cpu_enforcement": self.handle.cpu_mode.mode,
-            "profile": self._profile_info(),
+            "profile": profile_record(self.profile),
         }
         result = replay(workload, self.url, out_dir, timeout_s=self.timeout_s, info=info, start_epoch=t0)
         try:
@@ -138,13 +139,6 @@ class LocalBackend:
             failed=result.failed,
             failure=result.summary.get("failure"),
         )
-
-    def _profile_info(self) -> dict[str, Any] | None:
-        if self.profile is None:
-            return None
-        from testbed.scheduler.config import profile_weights
-
-        return {"scheduler_name": self.profile.scheduler_name, "weights": profile_weights(self.profile)}
 
     def close(self) -> None:
         if self._closed:

@@ -59,7 +59,7 @@ def status_cmd(
     from rich.table import Table
 
     c.print(f"[bold]lab {st.get('cluster')}[/bold] at {st['url']} -- {st['cpu']['notice']}")
-    weights = st.get("profile", {}).get("weights", {})
+    weights = (st.get("profile") or {}).get("weights", {})
     c.print("profile: " + ", ".join(f"{k}={v}" for k, v in weights.items()))
     nodes = Table("node", "ready", "cpu", "memory", "speed", "images", "instances")
     by_node: dict[str, list[str]] = {}

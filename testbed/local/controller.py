@@ -356,12 +356,12 @@ class Controller:
             for rev in self.revisions.values()
             for i in sorted(rev.instances.values(), key=lambda x: x.seq)
         ]
-        from testbed.scheduler.config import profile_weights
+        from testbed.scheduler.config import profile_record
 
         return {
             "cluster": self.cluster.name,
             "cpu": self.lab["cpu"],
-            "profile": {"scheduler_name": self.placer.profile.scheduler_name, "weights": profile_weights(self.placer.profile)},
+            "profile": profile_record(self.placer.profile),
             "nodes": [
                 {
                     "name": n.name,

@@ -20,6 +20,7 @@ from testbed.scheduler.config import (
     parse_config,
     parse_weights,
     profile_from_weights,
+    profile_record,
     profile_weights,
     validate_config_dict,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "parse_weights",
     "pod_from_k8s",
     "profile_from_weights",
+    "profile_record",
     "profile_weights",
     "validate_config_dict",
 ]

@@ -893,6 +893,27 @@ def config_to_dict(cfg: SchedulerConfig) -> dict[str, Any]:
     return copy.deepcopy(out)
 
 
+def profile_record(profile: Profile | None) -> dict[str, Any] | None:
+    """How a run records the profile it was scheduled with (``summary.json["profile"]``), the same
+    JSON-serialisable shape from every backend so runs of ``sim``, ``local`` and ``kube`` compare:
+
+    - ``scheduler_name``: the profile's ``schedulerName``;
+    - ``weights``: each of the 7 default score plugins, in :data:`SCORE_PLUGINS` order, to its
+      weight (None when disabled), as :func:`profile_weights`;
+    - ``config``: the complete ``KubeSchedulerConfiguration`` of :func:`config_for_profile`, which
+      :func:`parse_config` reads back into this profile (strategy, shape and args included).
+
+    None (no profile was applied, so the backend's scheduler ran with whatever it had) gives None,
+    written as ``"profile": null`` rather than a guess."""
+    if profile is None:
+        return None
+    return {
+        "scheduler_name": profile.scheduler_name,
+        "weights": profile_weights(profile),
+        "config": config_to_dict(config_for_profile(profile)),
+    }
+
+
 def dump_config_yaml(cfg: SchedulerConfig) -> str:
     return yaml.safe_dump(config_to_dict(cfg), sort_keys=False, default_flow_style=False)
 

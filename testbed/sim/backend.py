@@ -47,15 +47,6 @@ def _provenance() -> dict[str, Any]:
     return {"git_revision": rev, "versions": {"scoretune": own, "numpy": numpy.__version__, "numba": numba.__version__}}
 
 
-def _profile_info(profile: Any) -> dict[str, Any]:
-    if profile is None:
-        return {"profile": None}
-    from testbed.scheduler.config import config_for_profile, config_to_dict, profile_weights
-
-    # every Profile renders (that is config_for_profile's contract); a failure here is a bug to see
-    return {"profile": config_to_dict(config_for_profile(profile)), "weights": profile_weights(profile)}
-
-
 def simulate(
     cluster: ClusterSpec,
     workload: Workload,
@@ -139,9 +130,9 @@ class SimBackend:
         """Simulate ``workload`` with the applied profile (the default profile if none) and write
         the run directory. ``seed`` None uses the backend's own seed."""
         run_seed = self.seed if seed is None else seed
-        if self.profile is None:
-            from testbed.scheduler.config import default_profile
+        from testbed.scheduler.config import default_profile, profile_record
 
+        if self.profile is None:
             self.profile = default_profile()
         out = simulate(
             self.cluster, workload, self.profile, seed=run_seed, functions=self.functions,
@@ -159,7 +150,8 @@ class SimBackend:
             "pods_created": len(out.pods),
             "events": out.events,
             "sim_end_s": out.sim_end_s,
-            **_profile_info(self.profile),
+            # every Profile renders (that is config_for_profile's contract); a failure here is a bug to see
+            "profile": profile_record(self.profile),
             **_provenance(),
         }
         return write_run(out_dir, requests_frame(out), placements_frame(out), info=info)

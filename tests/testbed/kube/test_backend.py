@@ -17,7 +17,7 @@ from testbed.backend import Backend
 from testbed.errors import ConfigError, TestbedError
 from testbed.kube.backend import KubeBackend, fill_nodes
 from testbed.kube.render import CONFIG_HASH_ANNOTATION, CONFIG_KEY, config_hash, config_text, scheduler_config
-from testbed.scheduler.config import default_profile, profile_from_weights
+from testbed.scheduler.config import default_profile, profile_from_weights, profile_record
 
 CM = "/api/v1/namespaces/kube-system/configmaps/scoretune-scheduler-config"
 DEP = "/apis/apps/v1/namespaces/kube-system/deployments/scoretune-scheduler"
@@ -189,7 +189,8 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["backend"] == "kube" and summary["seed"] == 7 and summary["failed"] is False
     assert summary["scheduler"]["config_hash"] == config_hash(_text(BINPACK))
-    assert summary["profile"]["NodeResourcesFit"] == 5
+    assert set(summary["profile"]) == {"scheduler_name", "weights", "config"}  # the shape of every backend
+    assert summary["profile"] == profile_record(BINPACK) and summary["profile"]["weights"]["NodeResourcesFit"] == 5
     assert summary["placements"] == {"pods": 2, "nodes": ["node-1", "node-2"]}
     twin = summary["cluster"]  # the real cluster in the cluster-spec model, loadable by sim
     assert [g["name"] for g in twin["groups"]] == ["node-1", "node-2"]
@@ -207,7 +208,9 @@ def test_a_service_that_is_not_ready_fails_the_run(fake, backend, tmp_path):
     assert result.failed
     assert result.summary["failure"] == "Knative Service default/fn-b is not Ready: Revision fn-b-00001 failed"
     assert len(result.requests) == 20 and (result.requests["status"] == "error").all()
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["failed"] is True
+    written = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert written["failed"] is True
+    assert written["profile"] is None  # nothing applied: the scheduler kept its configuration, said so
 
 
 def test_an_api_error_before_the_replay_fails_the_run(fake, backend, tmp_path):

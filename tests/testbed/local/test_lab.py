@@ -18,6 +18,7 @@ from testbed.errors import InputError, TestbedError
 from testbed.local import lab as labmod
 from testbed.local.backend import LocalBackend
 from testbed.local.state import LabState
+from testbed.scheduler.config import default_profile, profile_record
 
 pytestmark = pytest.mark.lab
 
@@ -35,6 +36,7 @@ def test_up_run_down_leaves_nothing(cluster_file, state_dir, monkeypatch):
     monkeypatch.chdir(state_dir.parent)
     try:
         backend.reset()
+        backend.apply(default_profile())  # the lab's own default: the record, not the placements, changes
         result = backend.run(wl, Path("runs/r"))  # a relative run directory, as the CLI defaults give
     finally:
         backend.close()
@@ -53,6 +55,8 @@ def test_up_run_down_leaves_nothing(cluster_file, state_dir, monkeypatch):
     assert (slow["image_pull_s"].dropna() > 0).all()
     assert (pl["ready_s"].dropna() >= pl["scheduled_s"].dropna().min()).all()
     assert s["cluster"] == "test-lab" and s["backend"] == "local"
+    assert set(s["profile"]) == {"scheduler_name", "weights", "config"}  # the shape of every backend
+    assert s["profile"] == profile_record(default_profile())
     assert not LabState(state_dir).live_procs()
 
 
@@ -66,6 +70,7 @@ def test_cli_up_status_down(cluster_file, state_dir):
     data = json.loads(st.output)
     assert data["running"] and [n["name"] for n in data["nodes"]] == ["fast-0", "slow-0"]
     assert {p["role"] for p in data["processes"]} == {"controller", "agent"}
+    assert data["profile"] == profile_record(default_profile())  # the controller's, in the summary.json shape
     again = runner.invoke(app, ["testbed", "up", "--cluster", str(cluster_file), "--port", "0", "--state-dir", str(state_dir)])
     assert again.exit_code == 1 and "already running" in again.output  # "Error: ..." on stderr, mixed in
     recorded = LabState(state_dir).procs()

@@ -11,7 +11,7 @@ import pytest
 from loadgen.results import PLACEMENTS_SCHEMA, REQUESTS_SCHEMA, read_run, summarize
 from loadgen.synth import mmpp
 from testbed.backend import Backend
-from testbed.scheduler.config import default_profile, profile_from_weights
+from testbed.scheduler.config import default_profile, profile_from_weights, profile_record
 from testbed.sim import SimBackend, evaluate
 
 
@@ -24,7 +24,8 @@ def test_backend_protocol_and_run_directory(tmp_path, small_cluster, small_specs
     b = SimBackend(small_cluster, small_specs, seed=1)
     assert isinstance(b, Backend) and b.name == "sim"
     b.reset()
-    b.apply(profile_from_weights({"ImageLocality": 10}))
+    applied = profile_from_weights({"ImageLocality": 10})
+    b.apply(applied)
     r = b.run(workload, tmp_path / "run")
     b.close()
     back = read_run(tmp_path / "run")
@@ -43,8 +44,15 @@ def test_backend_protocol_and_run_directory(tmp_path, small_cluster, small_specs
     assert back.placements["node"].dropna().isin([n.name for n in small_cluster.nodes]).all()
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert s["backend"] == "sim" and s["seed"] == 1 and s["cluster"] == small_cluster.name
-    assert s["weights"]["ImageLocality"] == 10
+    assert set(s["profile"]) == {"scheduler_name", "weights", "config"}  # the shape of every backend
+    assert s["profile"] == profile_record(applied) and s["profile"]["weights"]["ImageLocality"] == 10
     assert s["cold_starts"] == int(back.requests["cold_start"].fillna(False).sum())
+
+
+def test_without_apply_the_default_profile_it_ran_with_is_recorded(tmp_path, small_cluster, small_specs, workload):
+    b = SimBackend(small_cluster, small_specs, seed=1)
+    s = json.loads((b.run(workload, tmp_path / "run").directory / "summary.json").read_text())
+    assert s["profile"] == profile_record(default_profile())
 
 
 def test_evaluate_matches_summarize(tmp_path, small_cluster, small_specs, workload):

@@ -28,8 +28,9 @@ def test_sim_run_writes_a_run_directory(tmp_path, workload_file):
                             "--weights", "ImageLocality=5,TaintToleration=disabled", "--seed", "3", "--out", str(out)])
     assert r.exit_code == 0, r.output
     res = read_run(out)
-    assert res.summary["seed"] == 3 and res.summary["weights"]["ImageLocality"] == 5
-    assert res.summary["weights"]["TaintToleration"] is None
+    weights = res.summary["profile"]["weights"]
+    assert res.summary["seed"] == 3 and weights["ImageLocality"] == 5
+    assert weights["TaintToleration"] is None
     assert json.loads(r.output)["count"] == len(res.requests)
 
 
@@ -41,7 +42,8 @@ def test_sim_run_with_config(tmp_path, workload_file):
     r = runner.invoke(app, ["sim", "run", "--cluster", "lab-small", "--workload", str(workload_file),
                             "--config", str(cfg), "--out", str(tmp_path / "r")])
     assert r.exit_code == 0, r.output
-    assert read_run(tmp_path / "r").summary["weights"]["NodeResourcesFit"] == 7
+    record = read_run(tmp_path / "r").summary["profile"]
+    assert record["weights"]["NodeResourcesFit"] == 7 and record["scheduler_name"] == "default-scheduler"
 
 
 def test_sim_sweep_reports_spread_and_rank(workload_file):
