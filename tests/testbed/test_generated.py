@@ -1,0 +1,92 @@
+"""The generated training family: deterministic, valid, and covering every plugin's input."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from testbed.cluster import cluster_to_dict, parse_cluster
+from testbed.generated import MAX_RATE_PER_S, ZONE_LABEL, generated_scenario
+
+SEEDS = range(60)
+
+
+def _signature(n) -> tuple:
+    """Everything the simulator and the scheduler read of a node (the lossless form renames groups)."""
+    return (n.name, n.cpu_milli, n.memory_bytes, n.pods, n.speed, n.images, tuple(sorted(n.labels.items())),
+            n.taints, n.image_pull_bytes_per_s, n.unschedulable)
+
+
+@pytest.fixture(scope="module")
+def family():
+    return [generated_scenario(s) for s in SEEDS]
+
+
+def test_same_seed_same_cluster_and_workload():
+    a, b = generated_scenario(7), generated_scenario(7)
+    assert cluster_to_dict(a.cluster) == cluster_to_dict(b.cluster)
+    assert a.workload.frame.equals(b.workload.frame)
+    assert a.features == b.features
+    assert cluster_to_dict(generated_scenario(8).cluster) != cluster_to_dict(a.cluster)
+
+
+def test_clusters_round_trip_through_the_spec_format(family):
+    for g in family:
+        again = parse_cluster(cluster_to_dict(g.cluster), file="<round trip>")
+        assert [_signature(n) for n in again.nodes] == [_signature(n) for n in g.cluster.nodes]
+
+
+def test_every_plugin_input_occurs_in_the_family(family):
+    nodes = [n for g in family for n in g.cluster.nodes]
+    assert any(ZONE_LABEL in n.labels for n in nodes), "PodTopologySpread never has zones"
+    assert any(t.effect == "PreferNoSchedule" for n in nodes for t in n.taints), "TaintToleration never matters"
+    assert any(n.images for n in nodes) and any(not n.images for n in nodes), "ImageLocality never matters"
+    assert len({n.speed for n in nodes}) > 10 and len({n.cpu_milli for n in nodes}) == 3
+    per_core = {n.memory_bytes / n.cpu_milli for n in nodes}
+    assert min(per_core) < max(per_core) / 2, "no memory-tight nodes"
+    assert {g.features["generator"] for g in family} == {"poisson", "mmpp", "diurnal", "steps"}
+    # a cluster either labels every group with a zone or none (the spread constraint needs the key)
+    for g in family:
+        assert len({ZONE_LABEL in n.labels for n in g.cluster.nodes}) == 1
+
+
+def test_workloads_respect_the_drawn_rate_and_the_suite(family):
+    from functions.spec import discover_specs
+
+    suite = set(discover_specs())
+    for g in family:
+        wl = g.workload
+        assert len(wl) > 0
+        assert set(wl.frame["function"].unique()) <= suite - {"trace-driven"}
+        assert 3 <= len(g.features["functions"]) <= 6
+        assert 0.3 <= g.features["load"] <= 0.9
+        assert 1.0 <= g.features["rate_per_s"] <= MAX_RATE_PER_S
+        t = wl.frame["t_s"].to_numpy()
+        assert np.all(np.diff(t) >= 0) and t[-1] <= g.features["duration_s"]
+        # the realised rate is within a factor of the drawn one (the generators are stochastic)
+        realised = len(wl) / g.features["duration_s"]
+        assert 0.3 * g.features["rate_per_s"] <= realised <= 3.0 * g.features["rate_per_s"]
+
+
+def test_never_a_shipped_cluster(family):
+    from testbed.cluster import load_cluster
+    from testbed.scenarios import scenarios
+
+    def shape(cluster) -> list[tuple]:
+        return sorted(_signature(n)[1:] for n in cluster.nodes)
+
+    shipped = [shape(load_cluster(s.cluster)) for s in scenarios()]
+    assert not any(shape(g.cluster) in shipped for g in family)
+
+
+def test_negative_seed_is_refused():
+    with pytest.raises(ValueError, match="seed"):
+        generated_scenario(-1)
+
+
+def test_scenario_pickles_for_subprocess_workers():
+    g = generated_scenario(3)
+    again = pickle.loads(pickle.dumps(g))
+    assert again.name == "gen-3" and again.workload.frame.equals(g.workload.frame)
