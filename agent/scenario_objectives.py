@@ -126,5 +126,45 @@ class SplitSampler:
         return ScenarioObjective(name, seed=int(rng.integers(self.seeds)), metric=self.metric)
 
 
-def split_sampler(split: str, *, metric: str = "mean", names: Sequence[str] | None = None) -> ObjectiveSampler:
+#: Generated-scenario seeds used in training are below this; validation draws from above it.
+GENERATED_TRAIN_SEEDS = 1_000_000
+
+
+class GeneratedObjective(SimObjective):
+    """A member of ``testbed.generated``'s family on the simulator, with one simulator seed."""
+
+    def __init__(self, family_seed: int, seed: int = 0, metric: str = "mean") -> None:
+        from testbed.generated import generated_scenario
+
+        g = generated_scenario(family_seed)
+        super().__init__(g.cluster, g.workload, seed, metric, name=f"{g.name}@{seed}")
+        self.scenario_name = g.name
+
+
+class MixedSampler:
+    """A training objective: with probability ``generated`` a fresh member of the generated family
+    (``testbed.generated``, seeds below :data:`GENERATED_TRAIN_SEEDS`), otherwise a scenario of the
+    split as :class:`SplitSampler` draws it. Picklable, like :class:`SplitSampler`."""
+
+    def __init__(self, split: str, generated: float, metric: str = "mean", names: Sequence[str] | None = None,
+                 seeds: int = 1000) -> None:
+        if not 0.0 <= generated <= 1.0:
+            raise AgentError(f"the generated share must be in [0, 1], got {generated}")
+        self.generated = float(generated)
+        self.metric = metric
+        self.seeds = seeds
+        self.split = SplitSampler(split, metric, names, seeds) if generated < 1.0 else None
+
+    def __call__(self, rng: np.random.Generator) -> SimObjective:
+        if self.split is None or rng.random() < self.generated:
+            return GeneratedObjective(int(rng.integers(GENERATED_TRAIN_SEEDS)), seed=int(rng.integers(self.seeds)),
+                                      metric=self.metric)
+        return self.split(rng)
+
+
+def split_sampler(split: str, *, metric: str = "mean", names: Sequence[str] | None = None,
+                  generated: float = 0.0) -> ObjectiveSampler:
+    """Training objectives from a split, mixed with the generated family when ``generated > 0``."""
+    if generated > 0.0:
+        return MixedSampler(split, generated, metric, names)
     return SplitSampler(split, metric, names)

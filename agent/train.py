@@ -49,10 +49,12 @@ class Args:
     vec: str = _doc("subproc (SubprocVecEnv, parallel) or dummy (in-process, for tests).", default="subproc")
     split: str = _doc("Scenario split to train on.", default="train")
     scenarios: str = _doc("Comma-separated scenario names to restrict training to (default: the whole split).", default="")
+    generated: float = _doc("Share of training episodes on generated scenarios (testbed.generated), 0..1.", default=0.0)
     steps: int = _doc("Runs per tuning experiment after the reference (T).", default=10)
     reward: str = _doc("Reward variant: best, previous or reference (agent.rewards).", default="best")
     info: str = _doc("Observation: limited (relative metrics only) or full (adds absolute figures).", default="limited")
     frame_stack: int = _doc("Frames stacked by FrameStackObservation (1 = off).", default=4)
+    incumbent: bool = _doc("Observe the best action so far in every frame (agent.observation).", default=False)
     metric: str = _doc("Latency metric: mean, p50, p95 or p99.", default="mean")
     learning_rate: float = _doc("Adam learning rate.", default=3e-4)
     n_steps: int = _doc("PPO rollout length per environment (tens: a few whole experiments).", default=40)
@@ -74,7 +76,7 @@ def make_sampler(args: Args):
     from agent.scenario_objectives import split_sampler
 
     names = [s for s in args.scenarios.split(",") if s] or None
-    return split_sampler(args.split, metric=args.metric, names=names)
+    return split_sampler(args.split, metric=args.metric, names=names, generated=args.generated)
 
 
 def policy_config(args: Args, *, command: str, elapsed_s: float | None = None) -> dict[str, Any]:
@@ -86,6 +88,7 @@ def policy_config(args: Args, *, command: str, elapsed_s: float | None = None) -
         "reward": args.reward,
         "info": args.info,
         "frame_stack": args.frame_stack,
+        "incumbent": args.incumbent,
         "metric": args.metric,
         "codec": ActionCodec().to_dict(),
         "train_args": asdict(args),
@@ -120,7 +123,8 @@ def train(args: Args, sampler=None) -> Path:
     # -- the environments: one tuning experiment per episode over the training scenarios -----------
     sampler = sampler or make_sampler(args)
     vec_cls = SubprocVecEnv if args.vec == "subproc" and args.num_envs > 1 else DummyVecEnv
-    env_kwargs = dict(steps=args.steps, reward_kind=args.reward, info=args.info, frame_stack=args.frame_stack)
+    env_kwargs = dict(steps=args.steps, reward_kind=args.reward, info=args.info, frame_stack=args.frame_stack,
+                      incumbent=args.incumbent)
     venv = make_vec_env(
         lambda: make_env(sampler, **env_kwargs),
         n_envs=args.num_envs,

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
+import pytest
 from agent_fixtures import AnalyticObjective, analytic_sampler
 
 from agent.actions import ActionCodec
+from agent.errors import AgentError
 from agent.evaluate import run_tuner
+from agent.scenario_objectives import (
+    GENERATED_TRAIN_SEEDS,
+    GeneratedObjective,
+    MixedSampler,
+    split_names,
+    split_sampler,
+)
 from agent.train import Args, train
 from agent.tuners import PolicyTuner, export_policy
 
@@ -49,9 +59,29 @@ def test_tiny_ppo_run_on_the_simulator(tmp_path):
         return SimObjective(cluster, workload, seed=int(rng.integers(3)))
 
     args = Args(out=str(tmp_path / "sim"), total_timesteps=200, num_envs=2, vec="dummy", steps=4, frame_stack=2,
-                n_steps=20, batch_size=20, n_epochs=2, checkpoint_freq=0, progress_bar=False)
+                n_steps=20, batch_size=20, n_epochs=2, checkpoint_freq=0, progress_bar=False, incumbent=True)
     model_path = train(args, sampler=sampler)
+    assert json.loads(model_path.with_suffix(".json").read_text())["incumbent"] is True
     obj = SimObjective(cluster, workload, seed=0)
     metrics = run_tuner(PolicyTuner.from_file(model_path), obj, 4, ActionCodec())
     assert len(metrics) == 5 and all(m > 0 for m in metrics)
     assert metrics[0] == obj(ActionCodec().reference())
+
+
+def test_mixed_sampler_draws_generated_and_split_scenarios_in_proportion():
+    sampler = split_sampler("train", generated=0.75)
+    assert isinstance(sampler, MixedSampler)
+    sampler = pickle.loads(pickle.dumps(sampler))  # SubprocVecEnv workers rebuild it
+    rng = np.random.default_rng(0)
+    draws = [sampler(rng) for _ in range(40)]
+    generated = [d for d in draws if isinstance(d, GeneratedObjective)]
+    assert 20 <= len(generated) <= 38  # 30 expected
+    assert all(int(d.scenario_name.split("-")[1]) < GENERATED_TRAIN_SEEDS for d in generated)
+    assert {d.scenario_name for d in draws if d not in generated} <= set(split_names("train"))
+    # the same generator state draws the same objectives (episodes are reproducible)
+    again = [sampler(np.random.default_rng(0)).name for _ in range(1)]
+    assert again == [draws[0].name]
+    only = split_sampler("train", generated=1.0)
+    assert all(isinstance(only(rng), GeneratedObjective) for _ in range(3))
+    with pytest.raises(AgentError, match="generated share"):
+        MixedSampler("train", 1.5)
