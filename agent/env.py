@@ -67,6 +67,7 @@ class SchedulerTuningEnv(gym.Env):
         reward_kind: str = "best",
         info: str = "limited",
         codec: ActionCodec | None = None,
+        incumbent: bool = False,
     ) -> None:
         super().__init__()
         if reward_kind not in REWARDS:
@@ -79,7 +80,7 @@ class SchedulerTuningEnv(gym.Env):
         self.steps = int(steps)
         self.reward_kind = reward_kind
         self.codec = codec or ActionCodec()
-        self.builder = ObservationBuilder(self.codec, self.steps, info)
+        self.builder = ObservationBuilder(self.codec, self.steps, info, incumbent=incumbent)
         self.action_space = spaces.Box(-1.0, 1.0, shape=(self.codec.dim,), dtype=np.float32)
         self.observation_space = self.builder.space
         self.objective: Objective | None = None
@@ -88,7 +89,8 @@ class SchedulerTuningEnv(gym.Env):
         self._context: Mapping[str, float] = {}
 
     def _obs(self) -> np.ndarray:
-        return self.builder.frame(self.settings[-1], self.history, context=self._context)
+        best = self.settings[int(np.argmin(self.history))]  # first of equals: the reference wins ties
+        return self.builder.frame(self.settings[-1], self.history, context=self._context, best_setting=best)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -132,9 +134,11 @@ def make_env(
     info: str = "limited",
     frame_stack: int = 4,
     codec: ActionCodec | None = None,
+    incumbent: bool = False,
 ) -> gym.Env:
     """The environment as trained and deployed: frame-stacked when ``frame_stack > 1``."""
-    env: gym.Env = SchedulerTuningEnv(sampler, steps=steps, reward_kind=reward_kind, info=info, codec=codec)
+    env: gym.Env = SchedulerTuningEnv(sampler, steps=steps, reward_kind=reward_kind, info=info, codec=codec,
+                                      incumbent=incumbent)
     if frame_stack > 1:
         env = gym.wrappers.FrameStackObservation(env, frame_stack, padding_type="reset")
         env = gym.wrappers.FlattenObservation(env)  # oldest frame first; a 1-D vector for the MLP

@@ -11,6 +11,12 @@ quantities that mean the same on every cluster and workload:
 | ``best_ref`` | ``ln(best_t / m_ref)``: the best so far relative to the reference | [-2, 0] |
 | ``progress`` | ``t / T``: the step fraction | [0, 1] |
 
+With ``incumbent=True`` the frame also holds ``b_0..b_{d-1}``, the action of the best run so far
+(canonical form; the reference until something beats it). A frame stack of k shows only the last k
+actions, so without it a policy that found its best at step 2 has forgotten where it was by step 7:
+every optimiser keeps its incumbent, and this is the policy's. It is still limited information (an
+action, not a fact about the cluster).
+
 Nothing identifies the cluster or the workload: no node counts, no names, no absolute latency. The
 ``full`` variant (for the ablation) appends what a "domain-aware" agent would see: the absolute
 latencies ``ln(m_t / 1 s)`` and ``ln(m_ref / 1 s)`` and the scenario context (node count, cores,
@@ -43,7 +49,7 @@ def _log_ratio(a: float, b: float) -> float:
 class ObservationBuilder:
     """Builds one observation frame per step; the space is fixed by the codec and the info mode."""
 
-    def __init__(self, codec: ActionCodec, steps: int, info: str = "limited") -> None:
+    def __init__(self, codec: ActionCodec, steps: int, info: str = "limited", *, incumbent: bool = False) -> None:
         if info not in INFO_MODES:
             raise AgentError(f"unknown observation info mode {info!r}; valid: {list(INFO_MODES)}")
         if steps < 1:
@@ -51,9 +57,13 @@ class ObservationBuilder:
         self.codec = codec
         self.steps = steps
         self.info = info
+        self.incumbent = bool(incumbent)
         d = codec.dim
         low = [-1.0] * d + [-REL_CLIP, -REL_CLIP, -REL_CLIP, 0.0]
         high = [1.0] * d + [REL_CLIP, REL_CLIP, 0.0, 1.0]
+        if self.incumbent:
+            low += [-1.0] * d
+            high += [1.0] * d
         if info == "full":
             low += [-10.0, -10.0] + [0.0] * len(CONTEXT_FEATURES)
             high += [10.0, 10.0] + [10.0] * len(CONTEXT_FEATURES)
@@ -62,6 +72,8 @@ class ObservationBuilder:
     @property
     def names(self) -> tuple[str, ...]:
         base = tuple(f"a:{n}" for n in self.codec.names) + ("rel_ref", "rel_best", "best_ref", "progress")
+        if self.incumbent:
+            base += tuple(f"b:{n}" for n in self.codec.names)
         if self.info == "full":
             base += ("log_latency_s", "log_reference_s") + tuple(f"ctx:{c}" for c in CONTEXT_FEATURES)
         return base
@@ -72,8 +84,10 @@ class ObservationBuilder:
         history: list[float],
         *,
         context: Mapping[str, float] | None = None,
+        best_setting: WeightSetting | None = None,
     ) -> np.ndarray:
-        """The frame after the last run in ``history`` (``history[0]`` = reference, step = len - 1)."""
+        """The frame after the last run in ``history`` (``history[0]`` = reference, step = len - 1);
+        ``best_setting`` (the incumbent) is required when the builder observes it."""
         if not history:
             raise AgentError("frame: the history must hold at least the reference run")
         metric, ref = history[-1], history[0]
@@ -87,6 +101,10 @@ class ObservationBuilder:
             min(0.0, _log_ratio(best, ref)),
             min(1.0, step / self.steps),
         ]
+        if self.incumbent:
+            if best_setting is None:
+                raise AgentError("frame: this observation holds the incumbent; pass best_setting")
+            values += list(self.codec.encode(best_setting).astype(np.float64))
         if self.info == "full":
             ctx = context or {}
             values += [float(np.clip(math.log(metric), -10, 10)), float(np.clip(math.log(ref), -10, 10))]

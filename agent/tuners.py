@@ -216,6 +216,7 @@ class PolicyConfig:
     info: str = "limited"
     frame_stack: int = 4
     metric: str = "mean"
+    incumbent: bool = False
     codec: Mapping[str, Any] = field(default_factory=dict)
     format: str = "model"
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -228,7 +229,7 @@ class PolicyConfig:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise InputError(f"cannot read the policy config: {err}", file=path) from err
-        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "codec", "format"}
+        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "incumbent", "codec", "format"}
         return cls(**{k: v for k, v in data.items() if k in known}, extra={k: v for k, v in data.items() if k not in known})
 
 
@@ -303,6 +304,7 @@ class PolicyTuner:
             info=config.info,
             frame_stack=config.frame_stack,
             codec=self.codec,
+            incumbent=config.incumbent,
         )
         self.obs: np.ndarray | None = None
 

@@ -104,3 +104,37 @@ def test_invalid_arguments_are_named():
         SchedulerTuningEnv(analytic_sampler, reward_kind="x")
     with pytest.raises(AgentError, match="info mode"):
         SchedulerTuningEnv(analytic_sampler, info="everything")
+
+
+def test_incumbent_slot_holds_the_best_action_so_far():
+    env = SchedulerTuningEnv(analytic_sampler, steps=6, incumbent=True)
+    check_env(SchedulerTuningEnv(analytic_sampler, steps=5, incumbent=True), skip_render_check=True)
+    names = env.builder.names
+    d = env.codec.dim
+    b = slice(names.index(f"b:{env.codec.names[0]}"), names.index(f"b:{env.codec.names[0]}") + d)
+    obs, info = env.reset(seed=1)
+    reference = env.codec.encode(env.codec.reference())
+    np.testing.assert_allclose(obs[b], reference, atol=1e-6)  # nothing has beaten the reference yet
+    rng = np.random.default_rng(0)
+    metrics, actions = [info["metric"]], [reference]
+    for _ in range(6):
+        action = rng.uniform(-1, 1, d).astype(np.float32)
+        obs, _, _, _, info = env.step(action)
+        metrics.append(info["metric"])
+        actions.append(env.codec.encode(env.codec.decode(action)))
+        best = actions[int(np.argmin(metrics))]
+        np.testing.assert_allclose(obs[b], best, atol=1e-6)
+        assert env.observation_space.contains(obs)
+    # it changes nothing else: the other slots equal the plain observation's
+    plain = SchedulerTuningEnv(analytic_sampler, steps=6)
+    assert plain.builder.names == names[: len(plain.builder.names)]
+
+
+def test_incumbent_observation_survives_the_frame_stack_and_the_policy_config():
+    from agent.tuners import PolicyConfig
+
+    env = make_env(analytic_sampler, steps=4, frame_stack=3, incumbent=True)
+    base = make_env(analytic_sampler, steps=4, frame_stack=3)
+    d = SchedulerTuningEnv(analytic_sampler).codec.dim
+    assert env.observation_space.shape[0] == base.observation_space.shape[0] + 3 * d
+    assert PolicyConfig(incumbent=True).incumbent and not PolicyConfig().incumbent
