@@ -107,7 +107,17 @@ class ScenarioObjective(SimObjective):
         self.scenario_name = scenario
 
 
-def scenario_objective(scenario: str, seed: int, metric: str = "mean") -> ScenarioObjective:
+def scenario_objective(scenario: str, seed: int, metric: str = "mean") -> SimObjective:
+    """A library scenario by name, or ``gen-N``: member N of the generated family (validation uses
+    N >= :data:`GENERATED_TRAIN_SEEDS`, which training never draws)."""
+    if scenario.startswith("gen-"):
+        try:
+            family_seed = int(scenario[4:])
+        except ValueError:
+            raise AgentError(f"scenario {scenario!r}: a generated scenario is gen-N with an integer N >= 0") from None
+        if family_seed < 0:
+            raise AgentError(f"scenario {scenario!r}: a generated scenario is gen-N with an integer N >= 0")
+        return GeneratedObjective(family_seed, seed, metric)
     return ScenarioObjective(scenario, seed, metric)
 
 

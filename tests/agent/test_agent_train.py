@@ -85,3 +85,13 @@ def test_mixed_sampler_draws_generated_and_split_scenarios_in_proportion():
     assert all(isinstance(only(rng), GeneratedObjective) for _ in range(3))
     with pytest.raises(AgentError, match="generated share"):
         MixedSampler("train", 1.5)
+
+
+def test_generated_scenarios_are_addressable_by_name():
+    from agent.scenario_objectives import scenario_objective
+
+    obj = scenario_objective(f"gen-{GENERATED_TRAIN_SEEDS + 3}", 0)
+    assert isinstance(obj, GeneratedObjective) and obj.name == f"gen-{GENERATED_TRAIN_SEEDS + 3}@0"
+    for bad in ("gen-x", "gen--2"):
+        with pytest.raises(AgentError, match="gen-N"):
+            scenario_objective(bad, 0)
