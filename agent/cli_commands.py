@@ -141,7 +141,8 @@ def tune_command(
     backend: str = typer.Option("sim", help="Where to run: sim, local (embedded lab) or kube."),
     cluster: str = typer.Option("", help="Cluster spec name or path (default: the workload scenario's)."),
     workload: str = typer.Option("lab", help="Workload: a Parquet file, 'lab', or a scenario name."),
-    policy: Path = typer.Option(None, help="Tune with this trained policy (zip; its .json beside it)."),
+    policy: Path = typer.Option(None, help="Tune with this trained policy (zip; its .json beside it), acting as "
+                                "its config's `act` says (mean or sample) unless --method policy|policy-sample."),
     method: str = typer.Option("", help="Tune with a baseline instead: default, equal, random, tpe, gp, cmaes, hill "
                                "(or, with --policy, policy-sample: draw from the policy's Gaussian)."),
     steps: int = typer.Option(10, help="Runs after the reference (T)."),
@@ -197,6 +198,10 @@ def tune_command(
             raise AgentError("give exactly one of --policy FILE or --method NAME")
         if policy is not None and not Path(policy).exists():
             raise AgentError(f"{policy}: policy file does not exist")
+        if policy is not None and not method:
+            from agent.tuners import policy_method
+
+            method = policy_method(Path(policy))  # the policy's own act mode (mean or sample)
         config = ExperimentConfig(
             method=method or "policy", backend=backend, cluster=cluster, workload=workload, steps=steps,
             metric=metric, repeats=repeats, seed=seed, policy=str(policy) if policy else None,

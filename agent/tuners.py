@@ -217,6 +217,10 @@ class PolicyConfig:
     frame_stack: int = 4
     metric: str = "mean"
     incumbent: bool = False
+    act: str = "mean"
+    """How the policy acts when ``--policy FILE`` names no method: ``mean`` (deterministic, method
+    ``policy``) or ``sample`` (draws from its Gaussian, method ``policy-sample``): PPO optimises the
+    *stochastic* policy, and validation decides which of the two a shipped policy uses."""
     codec: Mapping[str, Any] = field(default_factory=dict)
     format: str = "model"
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -229,8 +233,18 @@ class PolicyConfig:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise InputError(f"cannot read the policy config: {err}", file=path) from err
-        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "incumbent", "codec", "format"}
+        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "incumbent", "act", "codec", "format"}
         return cls(**{k: v for k, v in data.items() if k in known}, extra={k: v for k, v in data.items() if k not in known})
+
+
+def policy_method(policy: Path) -> str:
+    """The tuning method a policy file acts with by default (its config's ``act``)."""
+    act = PolicyConfig.load(policy_config_path(policy)).act
+    if act not in ("mean", "sample"):
+        from agent.errors import InputError
+
+        raise InputError(f"unknown act {act!r}; valid: mean, sample", file=policy_config_path(policy), field="act")
+    return "policy-sample" if act == "sample" else "policy"
 
 
 def policy_config_path(policy: Path) -> Path:

@@ -71,3 +71,36 @@ def test_train_help_lists_the_dataclass_fields():
     assert result.exit_code == 0
     for flag in ("--total-timesteps", "--frame-stack", "--reward", "--n-steps", "--ship", "--no-progress-bar"):
         assert flag in result.output
+
+
+@pytest.mark.parametrize(("act", "method", "expected"), [("sample", None, "policy-sample"), ("mean", None, "policy"),
+                                                         ("sample", "policy", "policy")])
+def test_tune_with_a_policy_acts_as_its_config_says(tmp_path, fixture_backend, act, method, expected):
+    import shutil
+
+    from agent.cli_commands import SHIPPED_POLICY
+
+    policy = tmp_path / "p.zip"
+    shutil.copy(SHIPPED_POLICY, policy)
+    config = json.loads(SHIPPED_POLICY.with_suffix(".json").read_text())
+    policy.with_suffix(".json").write_text(json.dumps({**config, "act": act}))
+    out = tmp_path / "exp"
+    args = ["tune", "--backend", "sim", "--workload", "tiny", "--policy", str(policy), "--steps", "3", "--out", str(out)]
+    result = runner.invoke(app, args + (["--method", method] if method else []))
+    assert result.exit_code == 0, _said(result)
+    assert json.loads((out / "summary.json").read_text())["method"] == expected
+
+
+def test_tune_rejects_an_unknown_act_naming_the_file(tmp_path, fixture_backend):
+    import shutil
+
+    from agent.cli_commands import SHIPPED_POLICY
+
+    policy = tmp_path / "p.zip"
+    shutil.copy(SHIPPED_POLICY, policy)
+    config = json.loads(SHIPPED_POLICY.with_suffix(".json").read_text())
+    policy.with_suffix(".json").write_text(json.dumps({**config, "act": "dance"}))
+    result = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "tiny", "--policy", str(policy),
+                                 "--steps", "3", "--out", str(tmp_path / "exp")])
+    assert result.exit_code == 1
+    assert "p.json" in _said(result) and "act" in _said(result)
