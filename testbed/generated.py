@@ -26,6 +26,7 @@ every machine (numpy's PCG64).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,9 @@ class GeneratedScenario:
         return f"gen-{self.seed}"
 
 
+@lru_cache(maxsize=1)
 def _specs():
+    """The suite's specs, read once per process (a training worker draws a member per episode)."""
     from functions.spec import discover_specs
 
     return discover_specs()
