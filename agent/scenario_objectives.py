@@ -175,6 +175,6 @@ class MixedSampler:
 def split_sampler(split: str, *, metric: str = "mean", names: Sequence[str] | None = None,
                   generated: float = 0.0) -> ObjectiveSampler:
     """Training objectives from a split, mixed with the generated family when ``generated > 0``."""
-    if generated > 0.0:
+    if generated != 0.0:  # MixedSampler refuses a share outside [0, 1]
         return MixedSampler(split, generated, metric, names)
     return SplitSampler(split, metric, names)

@@ -83,8 +83,9 @@ def test_mixed_sampler_draws_generated_and_split_scenarios_in_proportion():
     assert again == [draws[0].name]
     only = split_sampler("train", generated=1.0)
     assert all(isinstance(only(rng), GeneratedObjective) for _ in range(3))
-    with pytest.raises(AgentError, match="generated share"):
-        MixedSampler("train", 1.5)
+    for bad in (1.5, -0.25):
+        with pytest.raises(AgentError, match="generated share"):
+            split_sampler("train", generated=bad)
 
 
 def test_generated_scenarios_are_addressable_by_name():
