@@ -26,7 +26,6 @@ every machine (numpy's PCG64).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -55,14 +54,6 @@ class GeneratedScenario:
     @property
     def name(self) -> str:
         return f"gen-{self.seed}"
-
-
-@lru_cache(maxsize=1)
-def _specs():
-    """The suite's specs, read once per process (a training worker draws a member per episode)."""
-    from functions.spec import discover_specs
-
-    return discover_specs()
 
 
 def generated_cluster(rng: np.random.Generator, name: str, images: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -103,8 +94,9 @@ def generated_cluster(rng: np.random.Generator, name: str, images: list[str]) ->
 def generated_workload(rng: np.random.Generator, cluster: ClusterSpec, seed: int) -> tuple[Workload, dict[str, Any]]:
     """A synthetic workload at a random share of the cluster's speed-weighted CPU capacity."""
     from loadgen import synth
+    from testbed.sim.backend import suite_specs
 
-    specs = _specs()
+    specs = suite_specs()
     names = [f for f in FUNCTIONS if f in specs]
     k = int(rng.integers(3, min(6, len(names)) + 1))
     chosen = sorted(rng.choice(names, size=k, replace=False).tolist())
@@ -134,8 +126,10 @@ def generated_scenario(seed: int) -> GeneratedScenario:
     """The family member ``seed`` (any non-negative integer)."""
     if seed < 0:
         raise ValueError(f"a generated scenario's seed must be >= 0, got {seed}")
+    from testbed.sim.backend import suite_specs  # parsed once per process: a member per episode
+
     rng = np.random.default_rng([0x5C07E, int(seed)])
-    specs = _specs()
+    specs = suite_specs()
     images = sorted({specs[f].image for f in FUNCTIONS if f in specs})
     doc, cfeat = generated_cluster(rng, f"gen-{seed}", images)
     cluster = parse_cluster(doc, file=f"<generated cluster {seed}>")
