@@ -111,13 +111,9 @@ def scenario_objective(scenario: str, seed: int, metric: str = "mean") -> SimObj
     """A library scenario by name, or ``gen-N``: member N of the generated family (validation uses
     N >= :data:`GENERATED_TRAIN_SEEDS`, which training never draws)."""
     if scenario.startswith("gen-"):
-        try:
-            family_seed = int(scenario[4:])
-        except ValueError:
-            raise AgentError(f"scenario {scenario!r}: a generated scenario is gen-N with an integer N >= 0") from None
-        if family_seed < 0:
+        if not scenario[4:].isdigit():
             raise AgentError(f"scenario {scenario!r}: a generated scenario is gen-N with an integer N >= 0")
-        return GeneratedObjective(family_seed, seed, metric)
+        return GeneratedObjective(int(scenario[4:]), seed, metric)
     return ScenarioObjective(scenario, seed, metric)
 
 
