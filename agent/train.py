@@ -174,6 +174,8 @@ def train(args: Args, sampler=None) -> Path:
         callbacks.append(
             CheckpointCallback(max(1, args.checkpoint_freq // args.num_envs), str(out / "checkpoints"), name_prefix="model")
         )
+    # the config first, so every checkpoint can be loaded (and validated) while training runs
+    (out / "model.json").write_text(json.dumps(policy_config(args, command=command), indent=2, sort_keys=True) + "\n")
     t0 = time.time()
     model.learn(total_timesteps=args.total_timesteps, callback=callbacks, progress_bar=args.progress_bar)
     elapsed = time.time() - t0

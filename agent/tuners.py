@@ -248,8 +248,14 @@ def policy_method(policy: Path) -> str:
 
 
 def policy_config_path(policy: Path) -> Path:
-    """``policy.zip`` → ``policy.json`` (the config shipped beside the model)."""
-    return policy.with_suffix(".json")
+    """``policy.zip`` → ``policy.json`` (the config shipped beside the model); for a training
+    checkpoint (``RUN/checkpoints/model_N_steps.zip``) without one, the run's ``RUN/model.json``,
+    which ``scoretune train`` writes before the first checkpoint."""
+    beside = policy.with_suffix(".json")
+    run_config = policy.parent.parent / "model.json"
+    if not beside.exists() and policy.parent.name == "checkpoints" and run_config.exists():
+        return run_config
+    return beside
 
 
 def load_model(policy: Path, algo: str, fmt: str = "model"):

@@ -31,7 +31,12 @@ def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
     config = json.loads(model_path.with_suffix(".json").read_text())
     assert config["frame_stack"] == 2 and config["steps"] == 5 and config["reward"] == "best"
     assert config["train_args"]["total_timesteps"] == 240
-    assert list((tmp_path / "run" / "checkpoints").glob("model_*_steps.zip"))
+    checkpoints = sorted((tmp_path / "run" / "checkpoints").glob("model_*_steps.zip"))
+    assert checkpoints
+    # a checkpoint loads with the run's config (no JSON beside it) and acts like any policy
+    assert not checkpoints[0].with_suffix(".json").exists()
+    from_checkpoint = run_tuner(PolicyTuner.from_file(checkpoints[0]), AnalyticObjective(seed=1), 5, ActionCodec())
+    assert len(from_checkpoint) == 6 and all(np.isfinite(from_checkpoint))
     assert (tmp_path / "run" / "logs" / "progress.csv").exists()
     tuner = PolicyTuner.from_file(model_path)
     metrics = run_tuner(tuner, AnalyticObjective(seed=1), 5, ActionCodec())
