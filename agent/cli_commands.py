@@ -84,8 +84,8 @@ def evaluate_command(
     policy: Path = typer.Option(SHIPPED_POLICY, help="The policy evaluated as method 'policy'."),
     ablation: list[str] = typer.Option([], help="More policies as NAME=FILE (the ablations), repeatable."),
     methods: str = typer.Option("default,equal,random,tpe,gp,cmaes,hill", help="Baselines, comma-separated."),
-    scenarios: str = typer.Option("", help="Comma-separated scenario names, or gen-N for member N of the generated "
-                                  "family (default: the whole split)."),
+    scenarios: str = typer.Option("", help="Comma-separated scenario names, or gen-N / gentrace-N for member N of the "
+                                  "synthetic / trace-window generated family (default: the whole split)."),
     steps: int = typer.Option(10, help="Runs per experiment after the reference (T)."),
     oracle_runs: int = typer.Option(500, help="Runs of the oracle's search per scenario and seed (>= 500)."),
     metric: str = typer.Option("mean", help="Latency metric: mean, p50, p95 or p99."),

@@ -108,12 +108,16 @@ class ScenarioObjective(SimObjective):
 
 
 def scenario_objective(scenario: str, seed: int, metric: str = "mean") -> SimObjective:
-    """A library scenario by name, or ``gen-N``: member N of the generated family (validation uses
-    N >= :data:`GENERATED_TRAIN_SEEDS`, which training never draws)."""
-    if scenario.startswith("gen-"):
-        if not scenario[4:].isdigit():
-            raise AgentError(f"scenario {scenario!r}: a generated scenario is gen-N with an integer N >= 0")
-        return GeneratedObjective(int(scenario[4:]), seed, metric)
+    """A library scenario by name, or ``gen-N`` / ``gentrace-N``: member N of the synthetic or the
+    trace-window generated family (validation uses N >= :data:`GENERATED_TRAIN_SEEDS`, which
+    training never draws)."""
+    from testbed.generated import PREFIXES
+
+    for family, prefix in PREFIXES.items():
+        if scenario.startswith(prefix):
+            if not scenario[len(prefix):].isdigit():
+                raise AgentError(f"scenario {scenario!r}: a generated scenario is {prefix}N with an integer N >= 0")
+            return GeneratedObjective(int(scenario[len(prefix):]), seed, metric, family=family)
     return ScenarioObjective(scenario, seed, metric)
 
 
@@ -139,10 +143,10 @@ GENERATED_TRAIN_SEEDS = 1_000_000
 class GeneratedObjective(SimObjective):
     """A member of ``testbed.generated``'s family on the simulator, with one simulator seed."""
 
-    def __init__(self, family_seed: int, seed: int = 0, metric: str = "mean") -> None:
+    def __init__(self, family_seed: int, seed: int = 0, metric: str = "mean", *, family: str = "synth") -> None:
         from testbed.generated import generated_scenario
 
-        g = generated_scenario(family_seed)
+        g = generated_scenario(family_seed, family)  # type: ignore[arg-type]
         super().__init__(g.cluster, g.workload, seed, metric, name=f"{g.name}@{seed}")
         self.scenario_name = g.name
 
@@ -150,27 +154,37 @@ class GeneratedObjective(SimObjective):
 class MixedSampler:
     """A training objective: with probability ``generated`` a fresh member of the generated family
     (``testbed.generated``, seeds below :data:`GENERATED_TRAIN_SEEDS`), otherwise a scenario of the
-    split as :class:`SplitSampler` draws it. Picklable, like :class:`SplitSampler`."""
+    split as :class:`SplitSampler` draws it. A generated member is of the trace-window family with
+    probability ``traces``, else of the synthetic one. Picklable, like :class:`SplitSampler`."""
 
     def __init__(self, split: str, generated: float, metric: str = "mean", names: Sequence[str] | None = None,
-                 seeds: int = 1000) -> None:
+                 seeds: int = 1000, traces: float = 0.0) -> None:
         if not 0.0 <= generated <= 1.0:
             raise AgentError(f"the generated share must be in [0, 1], got {generated}")
+        if not 0.0 <= traces <= 1.0:
+            raise AgentError(f"the generated-traces share must be in [0, 1], got {traces}")
         self.generated = float(generated)
+        self.traces = float(traces)
         self.metric = metric
         self.seeds = seeds
         self.split = SplitSampler(split, metric, names, seeds) if generated < 1.0 else None
 
     def __call__(self, rng: np.random.Generator) -> SimObjective:
         if self.split is None or rng.random() < self.generated:
+            # the family is drawn only when asked for, so a run without traces draws
+            # exactly the sequence it drew before the trace family existed (its command reproduces)
+            family = "trace" if self.traces > 0.0 and rng.random() < self.traces else "synth"
             return GeneratedObjective(int(rng.integers(GENERATED_TRAIN_SEEDS)), seed=int(rng.integers(self.seeds)),
-                                      metric=self.metric)
+                                      metric=self.metric, family=family)
         return self.split(rng)
 
 
 def split_sampler(split: str, *, metric: str = "mean", names: Sequence[str] | None = None,
-                  generated: float = 0.0) -> ObjectiveSampler:
-    """Training objectives from a split, mixed with the generated family when ``generated > 0``."""
+                  generated: float = 0.0, traces: float = 0.0) -> ObjectiveSampler:
+    """Training objectives from a split, mixed with the generated families when ``generated > 0``
+    (``traces``: the share of generated members that replay a trace window)."""
+    if traces != 0.0 and generated == 0.0:
+        raise AgentError("a generated-traces share needs a generated share > 0 (--generated)")
     if generated != 0.0:  # MixedSampler refuses a share outside [0, 1]
-        return MixedSampler(split, generated, metric, names)
+        return MixedSampler(split, generated, metric, names, traces=traces)
     return SplitSampler(split, metric, names)

@@ -50,6 +50,8 @@ class Args:
     split: str = _doc("Scenario split to train on.", default="train")
     scenarios: str = _doc("Comma-separated scenario names to restrict training to (default: the whole split).", default="")
     generated: float = _doc("Share of training episodes on generated scenarios (testbed.generated), 0..1.", default=0.0)
+    generated_traces: float = _doc("Share of the generated episodes that replay a window of a training-side trace "
+                                   "(gentrace-N) instead of a synthetic workload, 0..1.", default=0.0)
     steps: int = _doc("Runs per tuning experiment after the reference (T).", default=10)
     reward: str = _doc("Reward variant: best, previous or reference (agent.rewards).", default="best")
     info: str = _doc("Observation: limited (relative metrics only) or full (adds absolute figures).", default="limited")
@@ -57,6 +59,8 @@ class Args:
     incumbent: bool = _doc("Observe the best action so far in every frame (agent.observation).", default=False)
     metric: str = _doc("Latency metric: mean, p50, p95 or p99.", default="mean")
     learning_rate: float = _doc("Adam learning rate.", default=3e-4)
+    lr_schedule: str = _doc("constant, or linear: decay to a tenth of --learning-rate over the run (late updates "
+                            "move the policy less, so later checkpoints drift less).", default="constant")
     n_steps: int = _doc("PPO rollout length per environment (tens: a few whole experiments).", default=40)
     batch_size: int = _doc("Minibatch size.", default=40)
     n_epochs: int = _doc("PPO epochs per rollout.", default=10)
@@ -76,7 +80,19 @@ def make_sampler(args: Args):
     from agent.scenario_objectives import split_sampler
 
     names = [s for s in args.scenarios.split(",") if s] or None
-    return split_sampler(args.split, metric=args.metric, names=names, generated=args.generated)
+    return split_sampler(args.split, metric=args.metric, names=names, generated=args.generated,
+                         traces=args.generated_traces)
+
+
+def learning_rate(args: Args):
+    """The learning rate SB3 is given: a constant or a schedule of the remaining progress."""
+    from stable_baselines3.common.utils import LinearSchedule
+
+    if args.lr_schedule == "constant":
+        return args.learning_rate
+    if args.lr_schedule == "linear":
+        return LinearSchedule(args.learning_rate, args.learning_rate / 10.0, 1.0)
+    raise AgentError(f"--lr-schedule must be constant or linear, got {args.lr_schedule!r}")
 
 
 def policy_config(args: Args, *, command: str, elapsed_s: float | None = None) -> dict[str, Any]:
@@ -111,6 +127,7 @@ def train(args: Args, sampler=None) -> Path:
 
     if args.algo not in ("ppo", "sac"):
         raise AgentError(f"--algo must be ppo or sac, got {args.algo!r}")
+    lr = learning_rate(args)  # a bad --lr-schedule fails before any environment starts
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "scoretune train " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["train"] else ""
@@ -140,7 +157,7 @@ def train(args: Args, sampler=None) -> Path:
         model = PPO(
             "MlpPolicy",
             venv,
-            learning_rate=args.learning_rate,
+            learning_rate=lr,
             n_steps=args.n_steps,
             batch_size=args.batch_size,
             n_epochs=args.n_epochs,
@@ -157,7 +174,7 @@ def train(args: Args, sampler=None) -> Path:
         model = SAC(
             "MlpPolicy",
             venv,
-            learning_rate=args.learning_rate,
+            learning_rate=lr,
             gamma=args.gamma,
             batch_size=max(64, args.batch_size),
             learning_starts=min(500, args.total_timesteps // 4),

@@ -21,17 +21,27 @@ cluster is never one of the shipped specs (``testbed/clusters``).
 
 ``generated_scenario(seed)`` is deterministic: the same seed gives the same cluster and workload on
 every machine (numpy's PCG64).
+
+A second family, ``generated_scenario(seed, workload="trace")`` (named ``gentrace-N``), draws the
+cluster the same way but replays a *window of a training-side trace* instead of a synthetic
+generator: the Azure Functions 2019 extremes (per-minute counts) or the Alibaba GPU-2023 pod
+arrivals, the two traces the training split already uses. A random window (20-100 % of the trace)
+is compressed into the run's duration and resampled to the drawn load, keeping the trace's burst
+shape at a one-second grain; its functions are remapped onto a random subset of the suite. The
+held-out split's traces (Azure 2021, the GenAI traces) are never read here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import Any, Literal
 
 import numpy as np
 
 from loadgen.workload import Workload
 from testbed.cluster import ClusterSpec, parse_cluster
+from testbed.errors import ConfigError
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 #: The suite functions a generated workload mixes (trace-driven needs trace payloads, so it is out).
@@ -40,6 +50,16 @@ FUNCTIONS = ("aes", "disk-io", "dynamic-html", "float-ops", "gzip-compress", "js
 GENERATORS = ("poisson", "mmpp", "diurnal", "steps")
 #: Rate cap: keeps one simulated run of a light mix near 10 000 requests (a training step's cost).
 MAX_RATE_PER_S = 60.0
+#: The training-side traces a ``gentrace`` member windows: reader, path under ``traces_dir()``, and
+#: the rate scale its whole-trace base is read at (enough arrivals that a 20 % window resamples well).
+TRACE_SOURCES: dict[str, tuple[str, str, float]] = {
+    "azure2019": ("azure2019", "azure/azure2019_invitro_mapper_extremes/invocations.csv", 300.0),
+    "alibaba-gpu2023": ("alibaba-gpu2023", "alibaba/gpu2023_openb_pod_list_default.csv", 1.0),
+}
+#: A window holds at least this many of the base's arrivals (else it widens), so resampling it
+#: reproduces the trace's shape rather than a handful of points.
+MIN_WINDOW_ARRIVALS = 200
+Family = Literal["synth", "trace"]
 
 
 @dataclass(frozen=True)
@@ -50,10 +70,15 @@ class GeneratedScenario:
     cluster: ClusterSpec
     workload: Workload
     features: dict[str, Any]
+    family: Family = "synth"
 
     @property
     def name(self) -> str:
-        return f"gen-{self.seed}"
+        return f"{PREFIXES[self.family]}{self.seed}"
+
+
+#: Scenario-name prefix of each family (``gen-7``, ``gentrace-7``).
+PREFIXES: dict[Family, str] = {"synth": "gen-", "trace": "gentrace-"}
 
 
 def generated_cluster(rng: np.random.Generator, name: str, images: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -122,17 +147,86 @@ def generated_workload(rng: np.random.Generator, cluster: ClusterSpec, seed: int
                                                      "rate_per_s": round(rate, 2), "duration_s": duration}
 
 
-def generated_scenario(seed: int) -> GeneratedScenario:
-    """The family member ``seed`` (any non-negative integer)."""
+@lru_cache(maxsize=8)
+def trace_base(source: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """A whole training-side trace as (arrival seconds, function class, span s), read once per
+    process. The class is the suite function ``read_trace`` mapped the trace function onto; a
+    member remaps the classes, so only the grouping of trace functions is kept."""
+    from loadgen.traces import read_trace
+    from testbed.scenarios import traces_dir
+
+    if source not in TRACE_SOURCES:
+        raise ConfigError(f"unknown trace source {source!r}; known: {sorted(TRACE_SOURCES)}", field="source")
+    kind, rel, scale = TRACE_SOURCES[source]
+    path = traces_dir() / rel
+    if not path.exists():
+        raise ConfigError(f"{path}: missing; the gentrace family replays this training-side trace "
+                          "(set SCORETUNE_TRACES to the traces directory)", field="path")
+    wl = read_trace(kind, path, rate_scale=scale, seed=0)
+    classes = wl.frame["function"].to_numpy(dtype=object)
+    return wl.frame["t_s"].to_numpy(dtype=np.float64), classes, float(wl.metadata["trace_span_s"])
+
+
+def trace_window_workload(rng: np.random.Generator, cluster: ClusterSpec, seed: int,
+                          name: str) -> tuple[Workload, dict[str, Any]]:
+    """A random window of a training-side trace, compressed into 2-3 minutes and resampled to a
+    random share of the cluster's speed-weighted CPU capacity (the synthetic family's load range)."""
+    from loadgen.workload import make_workload
+    from testbed.sim.backend import suite_specs
+
+    specs = suite_specs()
+    source = str(rng.choice(sorted(TRACE_SOURCES)))
+    t, classes, span = trace_base(source)
+    frac = float(rng.uniform(0.2, 1.0))
+    start = float(rng.uniform(0.0, span * (1.0 - frac)))
+    while True:  # widen a window too sparse to resample (a quiet stretch of the trace)
+        keep = (t >= start) & (t < start + frac * span)
+        if int(keep.sum()) >= MIN_WINDOW_ARRIVALS or frac >= 1.0:
+            break
+        frac = min(1.0, 2.0 * frac)
+        start = min(start, span * (1.0 - frac))
+    t_win, c_win = t[keep] - start, classes[keep]
+    duration = float(rng.choice([120.0, 180.0]))
+    names = [f for f in FUNCTIONS if f in specs]
+    k = int(rng.integers(3, min(6, len(names)) + 1))
+    chosen = sorted(rng.choice(names, size=k, replace=False).tolist())
+    present = sorted(set(c_win.tolist()))
+    remap = {c: chosen[int(rng.integers(k))] for c in present}
+    fn_win = np.asarray([remap[c] for c in c_win], dtype=object)
+    mean_cpu_s = float(np.mean([specs[f].work_cpu_s.mean for f in fn_win]))
+    capacity = sum(n.cpu_milli / 1000.0 * n.speed for n in cluster.nodes)
+    load = float(rng.uniform(0.3, 0.9))
+    rate = max(1.0, min(MAX_RATE_PER_S, load * capacity / max(mean_cpu_s, 1e-3)))
+    n = int(round(rate * duration))
+    idx = rng.integers(t_win.size, size=n)
+    grain = 1.0  # seconds of jitter: the trace's shape survives at this grain
+    t_new = np.clip(t_win[idx] * (duration / (frac * span)) + rng.uniform(-grain / 2, grain / 2, size=n),
+                    0.0, np.nextafter(duration, 0.0))
+    meta = {"source": f"gentrace:{source}", "name": name, "duration_s": duration,
+            "trace_window_s": [round(start, 3), round(start + frac * span, 3)]}
+    wl = make_workload(t_new, fn_win[idx], None, metadata=meta, source=f"<{name}>")
+    return wl, {"generator": f"trace:{source}", "functions": sorted(set(fn_win.tolist())), "load": round(load, 3),
+                "rate_per_s": round(rate, 2), "duration_s": duration, "window_share": round(frac, 3)}
+
+
+def generated_scenario(seed: int, family: Family = "synth") -> GeneratedScenario:
+    """The member ``seed`` (any non-negative integer) of the synthetic (``gen-N``) or trace-window
+    (``gentrace-N``) family."""
     if seed < 0:
         raise ValueError(f"a generated scenario's seed must be >= 0, got {seed}")
+    if family not in PREFIXES:
+        raise ConfigError(f"unknown generated family {family!r}; known: {sorted(PREFIXES)}", field="family")
     from testbed.sim.backend import suite_specs  # parsed once per process: a member per episode
 
-    rng = np.random.default_rng([0x5C07E, int(seed)])
+    name = f"{PREFIXES[family]}{seed}"
+    rng = np.random.default_rng([0x5C07E, int(seed)] if family == "synth" else [0x5C07E, 0x7ACE, int(seed)])
     specs = suite_specs()
     images = sorted({specs[f].image for f in FUNCTIONS if f in specs})
-    doc, cfeat = generated_cluster(rng, f"gen-{seed}", images)
-    cluster = parse_cluster(doc, file=f"<generated cluster {seed}>")
-    workload, wfeat = generated_workload(rng, cluster, seed)
+    doc, cfeat = generated_cluster(rng, name, images)
+    cluster = parse_cluster(doc, file=f"<generated cluster {name}>")
+    if family == "synth":
+        workload, wfeat = generated_workload(rng, cluster, seed)
+    else:
+        workload, wfeat = trace_window_workload(rng, cluster, seed, name)
     return GeneratedScenario(seed=int(seed), cluster=cluster, workload=workload,
-                             features={**cfeat, **wfeat, "nodes": len(cluster.nodes)})
+                             features={**cfeat, **wfeat, "nodes": len(cluster.nodes)}, family=family)

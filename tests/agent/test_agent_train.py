@@ -19,7 +19,7 @@ from agent.scenario_objectives import (
     split_names,
     split_sampler,
 )
-from agent.train import Args, train
+from agent.train import Args, learning_rate, train
 from agent.tuners import PolicyTuner, export_policy
 
 
@@ -101,3 +101,40 @@ def test_generated_scenarios_are_addressable_by_name():
     for bad in ("gen-x", "gen--2"):
         with pytest.raises(AgentError, match="gen-N"):
             scenario_objective(bad, 0)
+
+
+def test_generated_traces_share_picks_the_trace_window_family(shared_traces):
+    rng = np.random.default_rng(0)
+    sampler = pickle.loads(pickle.dumps(split_sampler("train", generated=1.0, traces=0.5)))
+    names = [sampler(rng).scenario_name for _ in range(30)]
+    traced = [n for n in names if n.startswith("gentrace-")]
+    assert 6 <= len(traced) <= 24 and len(traced) + sum(n.startswith("gen-") for n in names) == 30
+    # without a traces share the sampler draws exactly what it drew before the trace family existed
+    old, new = MixedSampler("train", 0.75), MixedSampler("train", 0.75, traces=0.0)
+    a, b = np.random.default_rng(3), np.random.default_rng(3)
+    assert [old(a).name for _ in range(8)] == [new(b).name for _ in range(8)]
+
+
+def test_generated_traces_share_is_checked():
+    with pytest.raises(AgentError, match="generated-traces share must be in"):
+        split_sampler("train", generated=0.5, traces=1.5)
+    with pytest.raises(AgentError, match="needs a generated share"):
+        split_sampler("train", traces=0.5)
+
+
+def test_trace_window_scenarios_are_addressable_by_name(shared_traces):
+    from agent.scenario_objectives import scenario_objective
+
+    obj = scenario_objective(f"gentrace-{GENERATED_TRAIN_SEEDS}", 0)
+    assert isinstance(obj, GeneratedObjective) and obj.scenario_name == f"gentrace-{GENERATED_TRAIN_SEEDS}"
+    with pytest.raises(AgentError, match="gentrace-N"):
+        scenario_objective("gentrace-x", 0)
+
+
+def test_linear_learning_rate_decays_to_a_tenth():
+    schedule = learning_rate(Args(learning_rate=3e-4, lr_schedule="linear"))
+    assert schedule(1.0) == pytest.approx(3e-4) and schedule(0.0) == pytest.approx(3e-5)
+    assert schedule(0.5) == pytest.approx(1.65e-4)
+    assert learning_rate(Args(learning_rate=1e-3)) == 1e-3
+    with pytest.raises(AgentError, match="--lr-schedule must be constant or linear"):
+        learning_rate(Args(lr_schedule="cosine"))

@@ -90,3 +90,80 @@ def test_scenario_pickles_for_subprocess_workers():
     g = generated_scenario(3)
     again = pickle.loads(pickle.dumps(g))
     assert again.name == "gen-3" and again.workload.frame.equals(g.workload.frame)
+
+
+# ---- the trace-window family (gentrace-N): needs the shared traces --------------------------------
+
+
+@pytest.fixture(scope="module")
+def trace_family(shared_traces):
+    return [generated_scenario(s, "trace") for s in range(12)]
+
+
+def test_trace_family_is_deterministic_and_distinct_from_the_synthetic_one(trace_family):
+    a, b = generated_scenario(5, "trace"), generated_scenario(5, "trace")
+    assert a.name == "gentrace-5" and a.family == "trace"
+    assert a.workload.frame.equals(b.workload.frame) and a.features == b.features
+    assert cluster_to_dict(a.cluster) != cluster_to_dict(generated_scenario(5).cluster)
+    assert {g.features["generator"] for g in trace_family} == {"trace:azure2019", "trace:alibaba-gpu2023"}
+
+
+def test_trace_windows_respect_the_drawn_rate_duration_and_suite(trace_family):
+    from functions.spec import discover_specs
+
+    suite = set(discover_specs())
+    for g in trace_family:
+        f, t = g.features, g.workload.frame["t_s"].to_numpy()
+        # resampling draws exactly rate x duration arrivals (the feature's rate is rounded), all inside the run
+        assert abs(len(t) - f["rate_per_s"] * f["duration_s"]) <= 1.0
+        assert np.all(np.diff(t) >= 0) and t[0] >= 0.0 and t[-1] < f["duration_s"]
+        assert set(g.workload.frame["function"].unique()) <= suite - {"trace-driven"}
+        assert 0.2 <= f["window_share"] <= 1.0 and 0.3 <= f["load"] <= 0.9
+
+
+def test_a_trace_window_keeps_the_traces_burst_shape(shared_traces):
+    """The resampled arrivals follow the window's own rate curve: per-tenth counts correlate."""
+    from testbed.generated import trace_base
+
+    shaped = 0
+    for seed in range(12):
+        g = generated_scenario(seed, "trace")
+        t, _, span = trace_base(g.features["generator"].split(":", 1)[1])
+        start, end = g.workload.metadata["trace_window_s"]
+        window = t[(t >= start) & (t < end)] - start
+        ours = np.histogram(g.workload.frame["t_s"], bins=10, range=(0, g.features["duration_s"]))[0]
+        theirs = np.histogram(window, bins=10, range=(0, end - start))[0]
+        if theirs.std() > 0.2 * theirs.mean():  # a window with a shape to keep
+            shaped += 1
+            assert np.corrcoef(ours, theirs)[0, 1] > 0.8, g.name
+    assert shaped >= 3
+
+
+def test_the_trace_family_reads_only_training_side_traces():
+    from testbed.generated import TRACE_SOURCES
+    from testbed.scenarios import scenarios
+
+    held_out = {s.workload.path for s in scenarios("test") if s.workload.kind == "trace"}
+    trained = {s.workload.path for s in scenarios("train") if s.workload.kind == "trace"}
+    paths = {path for _, path, _ in TRACE_SOURCES.values()}
+    assert paths <= trained and not paths & held_out
+
+
+def test_a_missing_trace_is_a_clear_error(tmp_path, monkeypatch):
+    from testbed.errors import ConfigError
+    from testbed.generated import trace_base
+
+    monkeypatch.setenv("SCORETUNE_TRACES", str(tmp_path))
+    trace_base.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="missing.*gentrace"):
+            generated_scenario(0, "trace")
+    finally:
+        trace_base.cache_clear()
+
+
+def test_an_unknown_family_is_refused():
+    from testbed.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown generated family"):
+        generated_scenario(0, "traces")  # type: ignore[arg-type]
