@@ -83,6 +83,8 @@ def evaluate_command(
     out: Path = typer.Option(Path("docs/results"), help="Directory for table.md, table.csv, results.csv, plots."),
     policy: Path = typer.Option(SHIPPED_POLICY, help="The policy evaluated as method 'policy'."),
     ablation: list[str] = typer.Option([], help="More policies as NAME=FILE (the ablations), repeatable."),
+    checkpoints: Path = typer.Option(None, help="Also every checkpoint of this training run (RUN/checkpoints), as "
+                                     "methods Nk (mean action) and Nk:sample: the validation of a run."),
     methods: str = typer.Option("default,equal,random,tpe,gp,cmaes,hill", help="Baselines, comma-separated."),
     scenarios: str = typer.Option("", help="Comma-separated scenario names, or gen-N / gentrace-N for member N of the "
                                   "synthetic / trace-window generated family (default: the whole split)."),
@@ -112,6 +114,11 @@ def evaluate_command(
         if not Path(file).exists():
             raise AgentError(f"--ablation {item!r}: {file} does not exist")
         policies[name] = file
+    if checkpoints is not None:
+        from agent.tuners import run_checkpoints
+
+        for label, path in run_checkpoints(checkpoints).items():
+            policies[label] = policies[f"{label}:sample"] = str(path)
     method_list = [m for m in methods.split(",") if m]
     if oracle_only:
         method_list, policies = [], {}

@@ -258,6 +258,23 @@ def policy_config_path(policy: Path) -> Path:
     return beside
 
 
+def run_checkpoints(run: Path) -> dict[str, Path]:
+    """A training run's checkpoints by label (``40k`` for ``model_40000_steps.zip``), in step order;
+    each loads with the run's ``model.json`` (:func:`policy_config_path`)."""
+    import re
+
+    found: list[tuple[int, Path]] = []
+    for path in (run / "checkpoints").glob("model_*_steps.zip"):
+        match = re.fullmatch(r"model_(\d+)_steps\.zip", path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    if not found:
+        raise AgentError(f"{run}: no checkpoints (expected {run / 'checkpoints'}/model_N_steps.zip from `scoretune train`)")
+    if not (run / "model.json").exists():
+        raise AgentError(f"{run / 'model.json'}: missing; a checkpoint needs its run's config to be evaluated")
+    return {(f"{n // 1000}k" if n % 1000 == 0 else f"{n}steps"): path for n, path in sorted(found)}
+
+
 def load_model(policy: Path, algo: str, fmt: str = "model"):
     """An object with SB3's ``predict(obs, deterministic=True)``: a whole saved model (``model``:
     policy + optimiser state, what ``model.save`` writes) or just the policy network (``policy``:

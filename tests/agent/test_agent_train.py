@@ -20,7 +20,7 @@ from agent.scenario_objectives import (
     split_sampler,
 )
 from agent.train import Args, learning_rate, train
-from agent.tuners import PolicyTuner, export_policy
+from agent.tuners import PolicyTuner, export_policy, run_checkpoints
 
 
 def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
@@ -38,6 +38,9 @@ def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
     from_checkpoint = run_tuner(PolicyTuner.from_file(checkpoints[0]), AnalyticObjective(seed=1), 5, ActionCodec())
     assert len(from_checkpoint) == 6 and all(np.isfinite(from_checkpoint))
     assert (tmp_path / "run" / "logs" / "progress.csv").exists()
+    # `scoretune evaluate --checkpoints RUN` finds them all, labelled and in step order
+    assert run_checkpoints(tmp_path / "run") == {f"{p.stem.split('_')[1]}steps": p for p in
+                                                 sorted(checkpoints, key=lambda p: int(p.stem.split("_")[1]))}
     tuner = PolicyTuner.from_file(model_path)
     metrics = run_tuner(tuner, AnalyticObjective(seed=1), 5, ActionCodec())
     assert len(metrics) == 6 and all(np.isfinite(metrics))
@@ -138,3 +141,14 @@ def test_linear_learning_rate_decays_to_a_tenth():
     assert learning_rate(Args(learning_rate=1e-3)) == 1e-3
     with pytest.raises(AgentError, match="--lr-schedule must be constant or linear"):
         learning_rate(Args(lr_schedule="cosine"))
+
+
+def test_a_run_without_checkpoints_or_config_is_a_clear_error(tmp_path):
+    with pytest.raises(AgentError, match="no checkpoints"):
+        run_checkpoints(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "model_40000_steps.zip").write_bytes(b"")
+    with pytest.raises(AgentError, match="model.json: missing"):
+        run_checkpoints(tmp_path)
+    (tmp_path / "model.json").write_text("{}")
+    assert list(run_checkpoints(tmp_path)) == ["40k"]
