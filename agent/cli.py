@@ -93,10 +93,11 @@ app.add_typer(functions_app, name="functions", help="The function suite: list, i
 bench_app.command("functions", help="Function runtime: time to ready, per-request overhead, pod rendering.")(bench_functions)
 
 from agent.bench import bench_agent  # noqa: E402
-from agent.cli_commands import evaluate_command, train_command, tune_command  # noqa: E402
+from agent.cli_commands import combine_command, evaluate_command, train_command, tune_command  # noqa: E402
 
 app.command("train", help="Train a tuning policy (SB3 PPO/SAC) on the simulator.")(train_command)
 app.command("evaluate", help="Every method on every held-out scenario: results table and plots.")(evaluate_command)
+app.command("combine", help="One results table from several `evaluate` outputs, rescored together.")(combine_command)
 app.command("tune", help="One live tuning experiment on sim, local or kube (JSONL log, resume, best config).")(tune_command)
 bench_app.command("agent", help="Environment steps/s on the simulator, tuner overhead, policy inference.")(bench_agent)
 

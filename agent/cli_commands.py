@@ -136,6 +136,21 @@ def evaluate_command(
     console.print(f"wrote {out}/table.md, table.csv, results.csv, tuning-curves.png, final-improvement.png")
 
 
+def combine_command(
+    dirs: list[Path] = typer.Argument(..., help="Directories written by `scoretune evaluate --out`."),
+    out: Path = typer.Option(..., help="Directory for the combined table.md, table.csv, results.csv, plots."),
+    methods: str = typer.Option("", help="Keep only these methods, comma-separated (default: all)."),
+) -> None:
+    """One results table from several evaluations (a set evaluated in parts, or new policies on
+    scenarios the baselines already ran on), rescored together."""
+    from agent.evaluate import combine, markdown_table
+
+    table = combine(dirs, out, [m for m in methods.split(",") if m] or None)
+    best_baseline = json.loads((out / "evaluation.json").read_text()).get("best_baseline")
+    console.print(markdown_table(table, best_baseline))
+    console.print(f"wrote {out}/table.md, table.csv, results.csv, tuning-curves.png, final-improvement.png")
+
+
 def _argv_tail(command: str) -> list[str]:
     import sys
 

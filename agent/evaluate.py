@@ -328,3 +328,56 @@ def evaluate(
     }
     (out_dir / "evaluation.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     return table
+
+
+def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None = None) -> pd.DataFrame:
+    """One table from several evaluations' ``results.csv`` (e.g. a validation set evaluated in
+    parts, or new policies on scenarios the baselines already ran on), rescored together: the
+    oracle of a (scenario, seed) becomes the best of its search and of every run in any of them,
+    and the best baseline is chosen over the union. ``methods`` keeps only those (the oracle still
+    counts every run). A kept method must cover the same (scenario, seed) cells as the others, or
+    its average would be over different tasks."""
+    keep = ["scenario", "seed", "method", "metrics", "oracle_search"]
+    parts = []
+    for d in dirs:
+        path = Path(d) / "results.csv"
+        if not path.exists():
+            raise AgentError(f"{path}: missing (an output of `scoretune evaluate --out {d}`)")
+        frame = pd.read_csv(path)
+        missing = [c for c in keep if c not in frame.columns]
+        if missing:
+            raise AgentError(f"{path}: not an evaluate results table (no column {missing[0]!r})")
+        frame["metrics"] = frame["metrics"].map(json.loads)
+        parts.append(frame[keep])
+    rows = pd.concat(parts, ignore_index=True)
+    dup = rows.duplicated(["scenario", "seed", "method"])
+    if dup.any():
+        r = rows[dup].iloc[0]
+        raise AgentError(f"method {r['method']!r} ran twice on ({r['scenario']}, seed {r['seed']}); combine disjoint runs")
+    best = rows.assign(best=rows["metrics"].map(min)).groupby(["scenario", "seed"])["best"].transform("min")
+    rows["oracle"] = np.minimum(rows["oracle_search"].to_numpy(dtype=float), best.to_numpy(dtype=float))
+    if methods:
+        unknown = [m for m in methods if m not in set(rows["method"])]
+        if unknown:
+            raise AgentError(f"method {unknown[0]!r} is in none of {[str(d) for d in dirs]}")
+        rows = rows[rows["method"].isin(list(methods))]
+    cells = {m: set(zip(g["scenario"], g["seed"], strict=True)) for m, g in rows.groupby("method")}
+    union = set().union(*cells.values())
+    partial = sorted(m for m, c in cells.items() if c != union)
+    if partial:
+        raise AgentError(f"method {partial[0]!r} lacks {len(union - cells[partial[0]])} of the {len(union)} "
+                         "(scenario, seed) cells the others cover (select methods with --methods)")
+    frame = score_rows(rows.to_dict("records"))
+    table = summary_table(frame)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    flat = frame.copy()
+    flat["metrics"] = flat["metrics"].map(json.dumps)
+    flat.to_csv(out_dir / "results.csv", index=False)
+    table.to_csv(out_dir / "table.csv", index=False)
+    (out_dir / "table.md").write_text(markdown_table(table, frame.attrs.get("best_baseline")))
+    plot_curves(frame, out_dir)
+    meta = {"combined": [str(d) for d in dirs], "scenarios": sorted(frame["scenario"].unique().tolist()),
+            "methods": list(dict.fromkeys(frame["method"])), "best_baseline": frame.attrs.get("best_baseline"),
+            "provenance": provenance()}
+    (out_dir / "evaluation.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    return table

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from agent_fixtures import AnalyticObjective
 
-from agent.evaluate import evaluate, score_rows, summary_table
+from agent.errors import AgentError
+from agent.evaluate import combine, evaluate, score_rows, summary_table
 
 
 def _row(scenario, seed, method, metrics, oracle):
@@ -74,3 +75,38 @@ def test_fixed_simulator_seed_searches_one_oracle_per_scenario(tmp_path):
     results = pd.read_csv(tmp_path / "results.csv")
     assert sorted(results["seed"].unique()) == [0, 1, 2]  # the tuners' seeds
     assert results.groupby("scenario")["oracle_search"].nunique().eq(1).all()
+
+
+def _factory(name, seed, metric):
+    return AnalyticObjective(seed={"x": 11, "y": 22}[name] + seed)
+
+
+def test_combining_disjoint_evaluations_equals_evaluating_them_together(tmp_path):
+    kw = dict(seeds=2, methods=["default", "random", "hill"], steps=4, oracle_runs=30, objective_factory=_factory)
+    evaluate(["x"], out_dir=tmp_path / "a", **kw)
+    evaluate(["y"], out_dir=tmp_path / "b", **kw)
+    together = evaluate(["x", "y"], out_dir=tmp_path / "ab", **kw).set_index("method")
+    combined = combine([tmp_path / "a", tmp_path / "b"], tmp_path / "c").set_index("method")
+    cols = ["improvement_pct", "gap_closed", "over_best_baseline_pct", "steps_to_90", "scenarios", "seeds"]
+    pd.testing.assert_frame_equal(combined.loc[together.index, cols], together[cols], check_dtype=False)
+    assert (tmp_path / "c" / "table.md").read_text() == (tmp_path / "ab" / "table.md").read_text()
+    # a subset of methods: the same figures for those kept
+    some = combine([tmp_path / "a", tmp_path / "b"], tmp_path / "d", methods=["default", "random"]).set_index("method")
+    assert list(some.index) == ["default", "random"]
+    assert some.loc["random", "improvement_pct"] == pytest.approx(together.loc["random", "improvement_pct"])
+
+
+def test_combine_refuses_overlaps_gaps_and_strangers(tmp_path):
+    evaluate(["x"], seeds=1, out_dir=tmp_path / "a", methods=["default", "random"], steps=2, oracle_runs=10,
+             objective_factory=_factory)
+    evaluate(["y"], seeds=1, out_dir=tmp_path / "b", methods=["default"], steps=2, oracle_runs=10,
+             objective_factory=_factory)
+    with pytest.raises(AgentError, match="ran twice"):
+        combine([tmp_path / "a", tmp_path / "a"], tmp_path / "out")
+    with pytest.raises(AgentError, match="'random' lacks 1 of the 2"):
+        combine([tmp_path / "a", tmp_path / "b"], tmp_path / "out")
+    assert len(combine([tmp_path / "a", tmp_path / "b"], tmp_path / "out", methods=["default"])) == 1
+    with pytest.raises(AgentError, match="'tpe' is in none"):
+        combine([tmp_path / "a"], tmp_path / "out", methods=["tpe"])
+    with pytest.raises(AgentError, match="results.csv: missing"):
+        combine([tmp_path / "nowhere"], tmp_path / "out")
