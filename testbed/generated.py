@@ -167,8 +167,7 @@ def trace_base(source: str) -> tuple[np.ndarray, np.ndarray, float]:
     return wl.frame["t_s"].to_numpy(dtype=np.float64), classes, float(wl.metadata["trace_span_s"])
 
 
-def trace_window_workload(rng: np.random.Generator, cluster: ClusterSpec, seed: int,
-                          name: str) -> tuple[Workload, dict[str, Any]]:
+def trace_window_workload(rng: np.random.Generator, cluster: ClusterSpec, name: str) -> tuple[Workload, dict[str, Any]]:
     """A random window of a training-side trace, compressed into 2-3 minutes and resampled to a
     random share of the cluster's speed-weighted CPU capacity (the synthetic family's load range)."""
     from loadgen.workload import make_workload
@@ -227,6 +226,6 @@ def generated_scenario(seed: int, family: Family = "synth") -> GeneratedScenario
     if family == "synth":
         workload, wfeat = generated_workload(rng, cluster, seed)
     else:
-        workload, wfeat = trace_window_workload(rng, cluster, seed, name)
+        workload, wfeat = trace_window_workload(rng, cluster, name)
     return GeneratedScenario(seed=int(seed), cluster=cluster, workload=workload,
                              features={**cfeat, **wfeat, "nodes": len(cluster.nodes)}, family=family)
