@@ -240,6 +240,19 @@ def plot_curves(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     return paths
 
 
+def write_tables(frame: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
+    """``results.csv`` (per run), ``table.csv`` / ``table.md`` (per method) and the plots of a
+    scored frame; returns the per-method table."""
+    table = summary_table(frame)
+    flat = frame.copy()
+    flat["metrics"] = flat["metrics"].map(json.dumps)
+    flat.to_csv(out_dir / "results.csv", index=False)
+    table.to_csv(out_dir / "table.csv", index=False)
+    (out_dir / "table.md").write_text(markdown_table(table, frame.attrs.get("best_baseline")))
+    plot_curves(frame, out_dir)
+    return table
+
+
 def evaluate(
     scenarios: Sequence[str],
     *,
@@ -305,13 +318,7 @@ def evaluate(
         log.info("oracle only: %d values cached in %s", len(rows), cache_path)
         return pd.DataFrame()
     frame = score_rows(rows)
-    table = summary_table(frame)
-    flat = frame.copy()
-    flat["metrics"] = flat["metrics"].map(json.dumps)
-    flat.to_csv(out_dir / "results.csv", index=False)
-    table.to_csv(out_dir / "table.csv", index=False)
-    (out_dir / "table.md").write_text(markdown_table(table, frame.attrs.get("best_baseline")))
-    plot_curves(frame, out_dir)
+    table = write_tables(frame, out_dir)
     meta = {
         "scenarios": list(scenarios),
         "seeds": seeds,
@@ -368,14 +375,8 @@ def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None =
         raise AgentError(f"method {partial[0]!r} lacks {len(union - cells[partial[0]])} of the {len(union)} "
                          "(scenario, seed) cells the others cover (select methods with --methods)")
     frame = score_rows(rows.to_dict("records"))
-    table = summary_table(frame)
     out_dir.mkdir(parents=True, exist_ok=True)
-    flat = frame.copy()
-    flat["metrics"] = flat["metrics"].map(json.dumps)
-    flat.to_csv(out_dir / "results.csv", index=False)
-    table.to_csv(out_dir / "table.csv", index=False)
-    (out_dir / "table.md").write_text(markdown_table(table, frame.attrs.get("best_baseline")))
-    plot_curves(frame, out_dir)
+    table = write_tables(frame, out_dir)
     meta = {"combined": [str(d) for d in dirs], "scenarios": sorted(frame["scenario"].unique().tolist()),
             "methods": list(dict.fromkeys(frame["method"])), "best_baseline": frame.attrs.get("best_baseline"),
             "provenance": provenance()}
