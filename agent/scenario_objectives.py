@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from agent.actions import WeightSetting
 from agent.errors import AgentError
 from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_summary
 from agent.objective import ObjectiveSampler
+
+if TYPE_CHECKING:
+    from testbed.generated import Family
 
 log = logging.getLogger(__name__)
 
@@ -143,10 +146,10 @@ GENERATED_TRAIN_SEEDS = 1_000_000
 class GeneratedObjective(SimObjective):
     """A member of ``testbed.generated``'s family on the simulator, with one simulator seed."""
 
-    def __init__(self, family_seed: int, seed: int = 0, metric: str = "mean", *, family: str = "synth") -> None:
+    def __init__(self, family_seed: int, seed: int = 0, metric: str = "mean", *, family: Family = "synth") -> None:
         from testbed.generated import generated_scenario
 
-        g = generated_scenario(family_seed, family)  # type: ignore[arg-type]
+        g = generated_scenario(family_seed, family)
         super().__init__(g.cluster, g.workload, seed, metric, name=f"{g.name}@{seed}")
         self.scenario_name = g.name
 
@@ -173,7 +176,7 @@ class MixedSampler:
         if self.split is None or rng.random() < self.generated:
             # the family is drawn only when asked for, so a run without traces draws
             # exactly the sequence it drew before the trace family existed (its command reproduces)
-            family = "trace" if self.traces > 0.0 and rng.random() < self.traces else "synth"
+            family: Family = "trace" if self.traces > 0.0 and rng.random() < self.traces else "synth"
             return GeneratedObjective(int(rng.integers(GENERATED_TRAIN_SEEDS)), seed=int(rng.integers(self.seeds)),
                                       metric=self.metric, family=family)
         return self.split(rng)
