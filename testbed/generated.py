@@ -22,7 +22,7 @@ cluster is never one of the shipped specs (``testbed/clusters``).
 ``generated_scenario(seed)`` is deterministic: the same seed gives the same cluster and workload on
 every machine (numpy's PCG64).
 
-A second family, ``generated_scenario(seed, workload="trace")`` (named ``gentrace-N``), draws the
+A second family, ``generated_scenario(seed, "trace")`` (named ``gentrace-N``), draws the
 cluster the same way but replays a *window of a training-side trace* instead of a synthetic
 generator: the Azure Functions 2019 extremes (per-minute counts) or the Alibaba GPU-2023 pod
 arrivals, the two traces the training split already uses. A random window (20-100 % of the trace)
@@ -116,21 +116,31 @@ def generated_cluster(rng: np.random.Generator, name: str, images: list[str]) ->
     return doc, features
 
 
+def _choose_functions(rng: np.random.Generator, specs: dict[str, Any]) -> list[str]:
+    """3-6 of the suite functions a generated workload mixes."""
+    names = [f for f in FUNCTIONS if f in specs]
+    k = int(rng.integers(3, min(6, len(names)) + 1))
+    return sorted(rng.choice(names, size=k, replace=False).tolist())
+
+
+def _target_rate(rng: np.random.Generator, cluster: ClusterSpec, mean_cpu_s: float) -> tuple[float, float]:
+    """(load, rate): a random 30-90 % of the cluster's speed-weighted CPU capacity, as requests/s."""
+    capacity = sum(n.cpu_milli / 1000.0 * n.speed for n in cluster.nodes)
+    load = float(rng.uniform(0.3, 0.9))
+    return load, max(1.0, min(MAX_RATE_PER_S, load * capacity / max(mean_cpu_s, 1e-3)))
+
+
 def generated_workload(rng: np.random.Generator, cluster: ClusterSpec, seed: int) -> tuple[Workload, dict[str, Any]]:
     """A synthetic workload at a random share of the cluster's speed-weighted CPU capacity."""
     from loadgen import synth
     from testbed.sim.backend import suite_specs
 
     specs = suite_specs()
-    names = [f for f in FUNCTIONS if f in specs]
-    k = int(rng.integers(3, min(6, len(names)) + 1))
-    chosen = sorted(rng.choice(names, size=k, replace=False).tolist())
-    shares = rng.dirichlet(np.ones(k))
+    chosen = _choose_functions(rng, specs)
+    shares = rng.dirichlet(np.ones(len(chosen)))
     mix = {f: float(s) for f, s in zip(chosen, shares, strict=True)}
     mean_cpu_s = sum(s * specs[f].work_cpu_s.mean for f, s in mix.items())
-    capacity = sum(n.cpu_milli / 1000.0 * n.speed for n in cluster.nodes)
-    load = float(rng.uniform(0.3, 0.9))
-    rate = max(1.0, min(MAX_RATE_PER_S, load * capacity / max(mean_cpu_s, 1e-3)))
+    load, rate = _target_rate(rng, cluster, mean_cpu_s)
     duration = float(rng.choice([120.0, 180.0]))
     gen = str(rng.choice(GENERATORS))
     if gen == "poisson":
@@ -186,16 +196,10 @@ def trace_window_workload(rng: np.random.Generator, cluster: ClusterSpec, name: 
         start = min(start, span * (1.0 - frac))
     t_win, c_win = t[keep] - start, classes[keep]
     duration = float(rng.choice([120.0, 180.0]))
-    names = [f for f in FUNCTIONS if f in specs]
-    k = int(rng.integers(3, min(6, len(names)) + 1))
-    chosen = sorted(rng.choice(names, size=k, replace=False).tolist())
-    present = sorted(set(c_win.tolist()))
-    remap = {c: chosen[int(rng.integers(k))] for c in present}
+    chosen = _choose_functions(rng, specs)
+    remap = {c: chosen[int(rng.integers(len(chosen)))] for c in sorted(set(c_win.tolist()))}
     fn_win = np.asarray([remap[c] for c in c_win], dtype=object)
-    mean_cpu_s = float(np.mean([specs[f].work_cpu_s.mean for f in fn_win]))
-    capacity = sum(n.cpu_milli / 1000.0 * n.speed for n in cluster.nodes)
-    load = float(rng.uniform(0.3, 0.9))
-    rate = max(1.0, min(MAX_RATE_PER_S, load * capacity / max(mean_cpu_s, 1e-3)))
+    load, rate = _target_rate(rng, cluster, float(np.mean([specs[f].work_cpu_s.mean for f in fn_win])))
     n = int(round(rate * duration))
     idx = rng.integers(t_win.size, size=n)
     grain = 1.0  # seconds of jitter: the trace's shape survives at this grain
