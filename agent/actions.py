@@ -20,6 +20,15 @@ Strategy coordinate ``s``: ``k = round(5 (s + 1))`` in 0..10 is the share of bin
 ``[(0, 10 - k), (100, k)]`` (scores in upstream's 0..10 shape units): a linear blend between the
 two, as upstream's RTCR shape expresses both ends (``[{0,10},{100,0}]`` least-like,
 ``[{0,0},{100,10}]`` bin-packing).
+
+The *lattice* (``ActionCodec.lattice_sizes`` / ``lattice_action``) is a discrete view of the same
+box for policies with a categorical head (``scoretune train --action lattice``): each weight
+coordinate picks one of :data:`WEIGHT_LEVELS` (disabled, then ten log-spaced weights 1..100 that
+include the default weights 1, 2 and 3), the strategy coordinate one of its eleven levels. Every
+lattice point decodes through the box (the centre of its weight's region), so the settings, the
+observations and the exported configurations are those of the box; a categorical policy can put
+any probability on "disabled" for each plugin, which a Gaussian over the box reaches only in its
+bottom tenth.
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ MAX_WEIGHT = 100
 STRATEGY_LEVELS = 10
 STRATEGY_DIM = "NodeResourcesFit.strategy"
 """The name of the extra (strategy) coordinate in search spaces and logs."""
+WEIGHT_LEVELS: tuple[int | None, ...] = (None, *(round(MAX_WEIGHT ** (i / 9)) for i in range(10)))
+"""The lattice's weight levels: disabled, 1, 2, 3, 5, 8, 13, 22, 36, 60, 100."""
 
 
 def score_plugins() -> tuple[str, ...]:
@@ -189,6 +200,27 @@ class ActionCodec:
         coords = [weight_to_coord(setting.weights[p], allow_disable=self.allow_disable) for p in self.plugins]
         if self.tune_strategy:
             coords.append(strategy_to_coord(setting.strategy, setting.shape))
+        return np.asarray(coords, dtype=np.float32)
+
+    def _levels(self) -> tuple[int | None, ...]:
+        return WEIGHT_LEVELS if self.allow_disable else WEIGHT_LEVELS[1:]
+
+    def lattice_sizes(self) -> list[int]:
+        """The number of choices per coordinate (a ``MultiDiscrete`` action space)."""
+        return [len(self._levels())] * len(self.plugins) + ([STRATEGY_LEVELS + 1] if self.tune_strategy else [])
+
+    def lattice_action(self, index: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The box action of a lattice point (one choice per coordinate, see :data:`WEIGHT_LEVELS`)."""
+        idx = np.asarray(index).reshape(-1)
+        sizes = self.lattice_sizes()
+        if idx.shape[0] != len(sizes) or not np.issubdtype(idx.dtype, np.integer):
+            raise AgentError(f"a lattice action is {len(sizes)} integers ({self.names}), got {idx.tolist()}")
+        if np.any(idx < 0) or np.any(idx >= np.asarray(sizes)):
+            raise AgentError(f"lattice action {idx.tolist()} is outside the choices per coordinate {sizes}")
+        levels = self._levels()
+        coords = [weight_to_coord(levels[int(i)], allow_disable=self.allow_disable) for i in idx[: len(self.plugins)]]
+        if self.tune_strategy:
+            coords.append(2.0 * int(idx[-1]) / STRATEGY_LEVELS - 1.0)
         return np.asarray(coords, dtype=np.float32)
 
     def reference(self) -> WeightSetting:

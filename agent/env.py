@@ -126,6 +126,23 @@ class SchedulerTuningEnv(gym.Env):
         return self._obs(), float(r), terminated, False, info
 
 
+ACTION_KINDS = ("box", "lattice")
+
+
+class LatticeActions(gym.ActionWrapper):
+    """A ``MultiDiscrete`` view of the box (``ActionCodec.lattice_action``) for a categorical
+    policy head: one choice per coordinate, each choice the centre of a box region, so the inner
+    environment, its observations and every exported configuration stay those of the box."""
+
+    def __init__(self, env: gym.Env, codec: ActionCodec) -> None:
+        super().__init__(env)
+        self.codec = codec
+        self.action_space = spaces.MultiDiscrete(codec.lattice_sizes())
+
+    def action(self, action):
+        return self.codec.lattice_action(np.asarray(action, dtype=np.int64))
+
+
 def make_env(
     sampler: ObjectiveSampler | None = None,
     *,
@@ -135,8 +152,13 @@ def make_env(
     frame_stack: int = 4,
     codec: ActionCodec | None = None,
     incumbent: bool = False,
+    action: str = "box",
 ) -> gym.Env:
-    """The environment as trained and deployed: frame-stacked when ``frame_stack > 1``."""
+    """The environment as trained and deployed: frame-stacked when ``frame_stack > 1``; with
+    ``action="lattice"`` its actions are lattice points (:class:`LatticeActions`)."""
+    if action not in ACTION_KINDS:
+        raise AgentError(f"unknown action space {action!r}; valid: {list(ACTION_KINDS)}")
+    codec = codec or ActionCodec()
     env: gym.Env = SchedulerTuningEnv(sampler, steps=steps, reward_kind=reward_kind, info=info, codec=codec,
                                       incumbent=incumbent)
     if frame_stack > 1:
@@ -144,6 +166,8 @@ def make_env(
         env = gym.wrappers.FlattenObservation(env)  # oldest frame first; a 1-D vector for the MLP
     elif frame_stack < 1:
         raise AgentError(f"frame_stack must be >= 1 (1 = off), got {frame_stack}")
+    if action == "lattice":
+        env = LatticeActions(env, codec)
     return env
 
 

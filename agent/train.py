@@ -58,6 +58,8 @@ class Args:
     frame_stack: int = _doc("Frames stacked by FrameStackObservation (1 = off).", default=4)
     incumbent: bool = _doc("Observe the best action so far in every frame (agent.observation).", default=False)
     metric: str = _doc("Latency metric: mean, p50, p95 or p99.", default="mean")
+    action: str = _doc("box (a Gaussian policy over the [-1,1] box) or lattice (a categorical head per "
+                       "coordinate over agent.actions.WEIGHT_LEVELS and the strategy levels).", default="box")
     learning_rate: float = _doc("Adam learning rate.", default=3e-4)
     lr_schedule: str = _doc("constant, or linear: decay to a tenth of --learning-rate over the run (late updates "
                             "move the policy less, so later checkpoints drift less).", default="constant")
@@ -106,6 +108,7 @@ def policy_config(args: Args, *, command: str, elapsed_s: float | None = None) -
         "frame_stack": args.frame_stack,
         "incumbent": args.incumbent,
         "metric": args.metric,
+        "action": args.action,
         "codec": ActionCodec().to_dict(),
         "train_args": asdict(args),
         "command": command,
@@ -123,10 +126,14 @@ def train(args: Args, sampler=None) -> Path:
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
 
-    from agent.env import make_env
+    from agent.env import ACTION_KINDS, make_env
 
     if args.algo not in ("ppo", "sac"):
         raise AgentError(f"--algo must be ppo or sac, got {args.algo!r}")
+    if args.action not in ACTION_KINDS:
+        raise AgentError(f"--action must be one of {list(ACTION_KINDS)}, got {args.action!r}")
+    if args.action == "lattice" and args.algo == "sac":
+        raise AgentError("--action lattice needs a categorical policy head: use --algo ppo")
     lr = learning_rate(args)  # a bad --lr-schedule fails before any environment starts
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -141,7 +148,7 @@ def train(args: Args, sampler=None) -> Path:
     sampler = sampler or make_sampler(args)
     vec_cls = SubprocVecEnv if args.vec == "subproc" and args.num_envs > 1 else DummyVecEnv
     env_kwargs = dict(steps=args.steps, reward_kind=args.reward, info=args.info, frame_stack=args.frame_stack,
-                      incumbent=args.incumbent)
+                      incumbent=args.incumbent, action=args.action)
     venv = make_vec_env(
         lambda: make_env(sampler, **env_kwargs),
         n_envs=args.num_envs,

@@ -221,6 +221,8 @@ class PolicyConfig:
     """How the policy acts when ``--policy FILE`` names no method: ``mean`` (deterministic, method
     ``policy``) or ``sample`` (draws from its Gaussian, method ``policy-sample``): PPO optimises the
     *stochastic* policy, and validation decides which of the two a shipped policy uses."""
+    action: str = "box"
+    """The policy's action space: ``box`` (Gaussian) or ``lattice`` (categorical, agent.env.LatticeActions)."""
     codec: Mapping[str, Any] = field(default_factory=dict)
     format: str = "model"
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -233,7 +235,8 @@ class PolicyConfig:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise InputError(f"cannot read the policy config: {err}", file=path) from err
-        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "incumbent", "act", "codec", "format"}
+        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "incumbent", "act", "action", "codec",
+                 "format"}
         return cls(**{k: v for k, v in data.items() if k in known}, extra={k: v for k, v in data.items() if k not in known})
 
 
@@ -310,9 +313,10 @@ def export_policy(model_zip: Path, config: Mapping[str, Any], out_zip: Path, **e
 
 class PolicyTuner:
     """A trained policy as a tuner: ``tell`` steps the training environment with the measured
-    metric, ``suggest`` asks the model for the next weights — its mean action (``deterministic``)
-    or, with ``deterministic=False``, a draw from its Gaussian with a seeded numpy generator (so
-    a resumed experiment draws the same actions)."""
+    metric, ``suggest`` asks the model for the next weights — its mean (Gaussian) or most likely
+    (lattice) action when ``deterministic``, else a draw from its distribution with a seeded numpy
+    generator (so a resumed experiment draws the same actions). The environment it steps always
+    takes box actions: a lattice policy's choices are turned into the box action they stand for."""
 
     name = "policy"
 
@@ -326,8 +330,12 @@ class PolicyTuner:
         deterministic: bool = True,
         seed: int = 0,
     ) -> None:
-        from agent.env import make_env
+        from agent.env import ACTION_KINDS, make_env
 
+        if config.action not in ACTION_KINDS:
+            from agent.errors import InputError
+
+            raise InputError(f"unknown action space {config.action!r}; valid: {list(ACTION_KINDS)}", field="action")
         self.deterministic = deterministic
         self.rng = np.random.default_rng(seed)
         self.model = model
@@ -355,11 +363,28 @@ class PolicyTuner:
     def suggest(self) -> np.ndarray:
         if self.obs is None:
             raise AgentError("the policy tuner must be told the reference run before it suggests")
+        if self.config.action == "lattice":
+            if self.deterministic:
+                index, _ = self.model.predict(self.obs, deterministic=True)
+            else:
+                index = [self.rng.choice(len(p), p=p) for p in self._choice_probs()]
+            return self.codec.lattice_action(np.asarray(index, dtype=np.int64))
         action, _ = self.model.predict(self.obs, deterministic=True)
         action = np.asarray(action, dtype=np.float64).reshape(-1)
         if not self.deterministic:
             action = action + self._std() * self.rng.standard_normal(action.shape)
         return np.clip(action, -1.0, 1.0).astype(np.float32)
+
+    def _choice_probs(self) -> list[np.ndarray]:
+        """The categorical probabilities of each lattice coordinate for the current observation."""
+        import torch
+
+        policy = getattr(self.model, "policy", self.model)
+        with torch.no_grad():
+            obs, _ = policy.obs_to_tensor(self.obs)
+            dist = policy.get_distribution(obs).distribution
+        probs = [d.probs[0].cpu().numpy().astype(np.float64) for d in dist]
+        return [p / p.sum() for p in probs]
 
     def _std(self) -> np.ndarray:
         """The state-independent action std of a PPO Gaussian policy (``exp(log_std)``)."""

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from agent.actions import (
     DISABLE_BELOW,
+    WEIGHT_LEVELS,
     ActionCodec,
     WeightSetting,
     coord_to_strategy,
@@ -101,3 +102,28 @@ def test_random_actions_export_valid_configurations(action):
 def test_label_names_every_plugin():
     s = WeightSetting(weights={"ImageLocality": None, "NodeResourcesFit": 7}, strategy="MostAllocated")
     assert s.label() == "ImageLocality=off,NodeResourcesFit=7|MostAllocated"
+
+
+def test_lattice_points_decode_to_their_levels():
+    codec = ActionCodec()
+    assert WEIGHT_LEVELS == (None, 1, 2, 3, 5, 8, 13, 22, 36, 60, 100)
+    assert codec.lattice_sizes() == [11] * len(SCORE_PLUGINS) + [11]
+    for level, weight in enumerate(WEIGHT_LEVELS):
+        for k in range(11):
+            index = np.array([level] * len(SCORE_PLUGINS) + [k])
+            setting = codec.decode(codec.lattice_action(index))
+            assert set(setting.weights.values()) == {weight}
+            assert strategy_to_coord(setting.strategy, setting.shape) == pytest.approx(2 * k / 10 - 1)
+    # the defaults (1, 2, 3) are lattice points, so the reference profile is one too
+    index = [WEIGHT_LEVELS.index(DEFAULT_SCORE_WEIGHTS[p]) for p in SCORE_PLUGINS] + [0]
+    assert codec.decode(codec.lattice_action(np.array(index))) == codec.reference()
+    # without "disabled" the levels are the ten weights
+    assert ActionCodec(allow_disable=False).lattice_sizes()[0] == 10
+
+
+def test_lattice_action_rejects_bad_points():
+    codec = ActionCodec()
+    with pytest.raises(AgentError, match="outside the choices"):
+        codec.lattice_action(np.array([11] + [0] * 7))
+    with pytest.raises(AgentError, match="8 integers"):
+        codec.lattice_action(np.array([0.5] * 8))

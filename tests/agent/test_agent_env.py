@@ -16,12 +16,14 @@ def test_gymnasium_env_checker():
     check_env(SchedulerTuningEnv(analytic_sampler, steps=5), skip_render_check=True)
     check_env(SchedulerTuningEnv(analytic_sampler, steps=5, info="full"), skip_render_check=True)
     check_env(make_env(analytic_sampler, steps=5, frame_stack=3).unwrapped, skip_render_check=True)
+    check_env(make_env(analytic_sampler, steps=5, frame_stack=1, action="lattice"), skip_render_check=True)
 
 
 def test_sb3_env_checker():
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
     sb3_check_env(make_env(analytic_sampler, steps=5, frame_stack=3), warn=True)
+    sb3_check_env(make_env(analytic_sampler, steps=5, frame_stack=3, action="lattice"), warn=True)
 
 
 def test_registered_id_builds_the_env():
@@ -138,3 +140,17 @@ def test_incumbent_observation_survives_the_frame_stack_and_the_policy_config():
     d = SchedulerTuningEnv(analytic_sampler).codec.dim
     assert env.observation_space.shape[0] == base.observation_space.shape[0] + 3 * d
     assert PolicyConfig(incumbent=True).incumbent and not PolicyConfig().incumbent
+
+
+def test_lattice_actions_step_the_box_environment_with_their_centres():
+    from agent.actions import ActionCodec
+
+    codec = ActionCodec()
+    env = make_env(analytic_sampler, steps=3, frame_stack=1, action="lattice", codec=codec)
+    env.reset(seed=0)
+    index = np.array([0, 10, 1, 2, 3, 4, 5, 10])
+    _, _, _, _, info = env.step(index)
+    assert info["setting"] == codec.decode(codec.lattice_action(index))
+    assert info["setting"].weights["TaintToleration"] is None and info["setting"].strategy == "MostAllocated"
+    with pytest.raises(AgentError, match="unknown action space"):
+        make_env(analytic_sampler, action="grid")

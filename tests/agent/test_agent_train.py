@@ -54,6 +54,37 @@ def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
     assert run_tuner(PolicyTuner.from_file(shipped), AnalyticObjective(seed=1), 5, ActionCodec()) == metrics
 
 
+def test_tiny_lattice_run_acts_on_lattice_points(tmp_path):
+    """A categorical (lattice) policy trains, ships, and acts only on lattice points, both ways."""
+    args = Args(out=str(tmp_path / "run"), total_timesteps=120, num_envs=2, vec="dummy", steps=5, frame_stack=2,
+                n_steps=20, batch_size=20, n_epochs=2, checkpoint_freq=0, progress_bar=False, action="lattice")
+    model_path = train(args, sampler=analytic_sampler)
+    config = json.loads(model_path.with_suffix(".json").read_text())
+    assert config["action"] == "lattice"
+    shipped = export_policy(model_path, config, tmp_path / "ship" / "p.zip")
+    codec = ActionCodec()
+    centres = {round(float(codec.lattice_action(np.array([i] * 8))[0]), 6) for i in range(11)}
+    for deterministic in (True, False):
+        tuner = PolicyTuner.from_file(shipped, deterministic=deterministic, seed=3)
+        metrics = run_tuner(tuner, AnalyticObjective(seed=1), 5, codec)
+        assert len(metrics) == 6 and all(np.isfinite(metrics))
+        tuner = PolicyTuner.from_file(shipped, deterministic=deterministic, seed=3)
+        tuner.tell(codec.reference_action(), 1.0)
+        suggestion = tuner.suggest()
+        assert {round(float(a), 6) for a in suggestion[:7]} <= centres
+        # seeded: the same draw again
+        again = PolicyTuner.from_file(shipped, deterministic=deterministic, seed=3)
+        again.tell(codec.reference_action(), 1.0)
+        assert np.array_equal(again.suggest(), suggestion)
+
+
+def test_lattice_needs_ppo(tmp_path):
+    with pytest.raises(AgentError, match="categorical"):
+        train(Args(out=str(tmp_path / "r"), algo="sac", action="lattice", vec="dummy"), sampler=analytic_sampler)
+    with pytest.raises(AgentError, match="--action"):
+        train(Args(out=str(tmp_path / "r"), action="grid", vec="dummy"), sampler=analytic_sampler)
+
+
 def test_tiny_ppo_run_on_the_simulator(tmp_path):
     """A few hundred PPO steps on the real simulator (the lab cluster, a 20-second workload)."""
     from agent.scenario_objectives import SimObjective
