@@ -77,14 +77,33 @@ train_command = _train_command()
 # --- evaluate ------------------------------------------------------------------------------------
 
 
+def checkpoint_policies(items: list[str]) -> dict[str, str]:
+    """``--checkpoints`` items (``RUN`` or ``NAME=RUN``) as evaluate's policies: every checkpoint
+    twice, ``[NAME/]Nk`` (mean action) and ``[NAME/]Nk:sample``."""
+    from agent.tuners import run_checkpoints
+
+    policies: dict[str, str] = {}
+    for item in items:
+        name, sep, run = item.rpartition("=")
+        if sep and not name:
+            raise AgentError(f"--checkpoints {item!r}: expected RUN or NAME=RUN")
+        prefix = f"{name}/" if sep else ""
+        for label, path in run_checkpoints(Path(run)).items():
+            if prefix + label in policies:
+                raise AgentError(f"--checkpoints: two runs give method {prefix + label!r}; name them NAME=RUN")
+            policies[prefix + label] = policies[f"{prefix}{label}:sample"] = str(path)
+    return policies
+
+
 def evaluate_command(
     split: str = typer.Option("test", help="Scenario split to evaluate on."),
     seeds: int = typer.Option(3, help="Seeds per scenario (independent repetitions; intervals are over seeds)."),
     out: Path = typer.Option(Path("docs/results"), help="Directory for table.md, table.csv, results.csv, plots."),
     policy: Path = typer.Option(SHIPPED_POLICY, help="The policy evaluated as method 'policy'."),
     ablation: list[str] = typer.Option([], help="More policies as NAME=FILE (the ablations), repeatable."),
-    checkpoints: Path = typer.Option(None, help="Also every checkpoint of this training run (RUN/checkpoints), as "
-                                     "methods Nk (mean action) and Nk:sample: the validation of a run."),
+    checkpoints: list[str] = typer.Option([], help="Also every checkpoint of this training run (RUN/checkpoints), as "
+                                          "methods Nk (mean action) and Nk:sample: the validation of a run. "
+                                          "Repeatable as NAME=RUN: methods NAME/Nk and NAME/Nk:sample."),
     methods: str = typer.Option("default,equal,random,tpe,gp,cmaes,hill", help="Baselines, comma-separated."),
     scenarios: str = typer.Option("", help="Comma-separated scenario names, or gen-N / gentrace-N for member N of the "
                                   "synthetic / trace-window generated family (default: the whole split)."),
@@ -114,11 +133,7 @@ def evaluate_command(
         if not Path(file).exists():
             raise AgentError(f"--ablation {item!r}: {file} does not exist")
         policies[name] = file
-    if checkpoints is not None:
-        from agent.tuners import run_checkpoints
-
-        for label, path in run_checkpoints(checkpoints).items():
-            policies[label] = policies[f"{label}:sample"] = str(path)
+    policies.update(checkpoint_policies(checkpoints))
     method_list = [m for m in methods.split(",") if m]
     if oracle_only:
         method_list, policies = [], {}

@@ -41,6 +41,18 @@ def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
     # `scoretune evaluate --checkpoints RUN` finds them all, labelled and in step order
     assert run_checkpoints(tmp_path / "run") == {f"{p.stem.split('_')[1]}steps": p for p in
                                                  sorted(checkpoints, key=lambda p: int(p.stem.split("_")[1]))}
+    # `--checkpoints NAME=RUN` (repeatable) prefixes the methods, so two runs evaluate together
+    from agent.cli_commands import checkpoint_policies
+
+    run = str(tmp_path / "run")
+    named = checkpoint_policies([run, f"b={run}"])
+    first = next(iter(run_checkpoints(tmp_path / "run")))
+    assert named[first] == named[f"b/{first}:sample"] == str(run_checkpoints(tmp_path / "run")[first])
+    assert len(named) == 4 * len(checkpoints)
+    with pytest.raises(AgentError, match="two runs give method"):
+        checkpoint_policies([run, run])
+    with pytest.raises(AgentError, match="NAME=RUN"):
+        checkpoint_policies([f"={run}"])
     tuner = PolicyTuner.from_file(model_path)
     metrics = run_tuner(tuner, AnalyticObjective(seed=1), 5, ActionCodec())
     assert len(metrics) == 6 and all(np.isfinite(metrics))
