@@ -12,6 +12,7 @@ from agent.env import ENV_ID, SchedulerTuningEnv, make_env
 from agent.errors import AgentError
 
 
+@pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")  # the lattice wrapper is the point
 def test_gymnasium_env_checker():
     check_env(SchedulerTuningEnv(analytic_sampler, steps=5), skip_render_check=True)
     check_env(SchedulerTuningEnv(analytic_sampler, steps=5, info="full"), skip_render_check=True)
