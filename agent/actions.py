@@ -151,6 +151,11 @@ def strategy_to_coord(strategy: str, shape: Sequence[Sequence[int]] | None = Non
             f"strategy {strategy!r} with shape {shape!r} is not in the action space "
             "(LeastAllocated, MostAllocated, or RequestedToCapacityRatio [(0,10-k),(100,k)])"
         )
+    return strategy_level_coord(k)
+
+
+def strategy_level_coord(k: int) -> float:
+    """The strategy coordinate of bin-packing share ``k`` in 0..10 (the centre that rounds to it)."""
     return 2.0 * k / STRATEGY_LEVELS - 1.0
 
 
@@ -220,7 +225,7 @@ class ActionCodec:
         levels = self._levels()
         coords = [weight_to_coord(levels[int(i)], allow_disable=self.allow_disable) for i in idx[: len(self.plugins)]]
         if self.tune_strategy:
-            coords.append(2.0 * int(idx[-1]) / STRATEGY_LEVELS - 1.0)
+            coords.append(strategy_level_coord(int(idx[-1])))
         return np.asarray(coords, dtype=np.float32)
 
     def reference(self) -> WeightSetting:
