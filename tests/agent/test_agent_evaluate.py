@@ -9,7 +9,7 @@ import pytest
 from agent_fixtures import AnalyticObjective
 
 from agent.errors import AgentError
-from agent.evaluate import combine, evaluate, score_rows, summary_table
+from agent.evaluate import budget_markdown, budget_table, combine, evaluate, score_rows, summary_table
 
 
 def _row(scenario, seed, method, metrics, oracle):
@@ -34,6 +34,30 @@ def test_scores_by_hand():
     assert frame.loc["default", "gap_closed"] == 0.0
 
 
+def test_gap_closed_by_budget_by_hand():
+    rows = [
+        _row("s", 0, "tpe", [10.0, 8.0, 9.0, 6.0], 5.0),
+        _row("s", 1, "tpe", [10.0, 10.0, 7.0, 7.0], 5.0),
+        _row("s", 0, "flat", [4.0, 4.0, 4.0, 4.0], 4.0),  # no gap to close: counted as closed
+        _row("s", 1, "flat", [4.0, 4.0, 4.0, 4.0], 4.0),
+    ]
+    frame = score_rows(rows, baselines=("tpe",))
+    budget = budget_table(frame, budgets=(1, 2, 5)).set_index(["method", "steps"])
+    assert sorted(budget.index.get_level_values("steps").unique()) == [1, 2, 3]  # 5 not reached; T added
+    assert budget.loc[("tpe", 1), "gap_closed"] == pytest.approx((2 / 5 + 0 / 5) / 2)
+    assert budget.loc[("tpe", 2), "gap_closed"] == pytest.approx((2 / 5 + 3 / 5) / 2)
+    assert budget.loc[("tpe", 3), "gap_closed"] == pytest.approx((4 / 5 + 3 / 5) / 2)
+    assert budget.loc[("flat", 2), "gap_closed"] == 1.0
+    # the last budget is the experiment's T: the summary table's figure
+    summary = summary_table(frame).set_index("method")
+    assert budget.loc[("tpe", 3), "gap_closed"] == pytest.approx(summary.loc["tpe", "gap_closed"])
+    assert budget.loc[("tpe", 3), "gap_closed_low"] == pytest.approx(summary.loc["tpe", "gap_closed_low"])
+    text = budget_markdown(budget.reset_index())
+    assert text.splitlines()[0] == "| method | T = 1 | T = 2 | T = 3 |"
+    assert text.splitlines()[2].startswith("| tpe | 20 [")
+    assert text.splitlines()[3] == "| flat | " + " | ".join(["100 [100, 100]"] * 3) + " |"
+
+
 def test_intervals_are_over_seeds():
     rows = []
     for seed, best in enumerate([8.0, 6.0, 7.0]):
@@ -52,7 +76,7 @@ def test_small_evaluation_writes_table_and_plots(tmp_path):
     table = evaluate(["x", "y"], seeds=2, out_dir=tmp_path, methods=["default", "random", "hill"], steps=4,
                      oracle_runs=30, objective_factory=factory)
     assert set(table["method"]) == {"default", "random", "hill"}
-    for name in ("table.md", "table.csv", "results.csv", "tuning-curves.png", "final-improvement.png", "evaluation.json"):
+    for name in ("table.md", "table.csv", "budget.md", "budget.csv", "results.csv", "tuning-curves.png", "final-improvement.png", "evaluation.json"):
         assert (tmp_path / name).stat().st_size > 0
     results = pd.read_csv(tmp_path / "results.csv")
     assert len(results) == 2 * 2 * 3
