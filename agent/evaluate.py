@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -88,10 +89,26 @@ class Task:
         return self.seed if self.sim_seed is None else self.sim_seed
 
 
+_SAMPLE_SUFFIX = re.compile(r":sample(?:-std(?P<scale>\d+(?:\.\d+)?))?$")
+
+
+def policy_acting(method: str) -> tuple[str, float | None]:
+    """How a policy method name acts: ``NAME`` its mean action, ``NAME:sample`` draws with the
+    spread of its JSON, ``NAME:sample-std1.5`` draws with the Gaussian's std times 1.5."""
+    match = _SAMPLE_SUFFIX.search(method)
+    if match is None:
+        return "policy", None
+    scale = match.group("scale")
+    if scale is not None and float(scale) <= 0:
+        raise AgentError(f"method {method!r}: the std scale after ':sample-std' must be positive")
+    return "policy-sample", None if scale is None else float(scale)
+
+
 def _method_tuner(method: str, task: Task, codec: ActionCodec) -> Tuner:
     if method in task.policies:
-        kind = "policy-sample" if method.endswith(":sample") else "policy"
-        return make_tuner(kind, codec, seed=task.seed, policy=Path(task.policies[method]), steps=task.steps)
+        kind, std_scale = policy_acting(method)
+        return make_tuner(kind, codec, seed=task.seed, policy=Path(task.policies[method]), steps=task.steps,
+                          std_scale=std_scale)
     return make_tuner(method, codec, seed=task.seed)
 
 

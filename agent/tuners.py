@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -221,6 +222,11 @@ class PolicyConfig:
     """How the policy acts when ``--policy FILE`` names no method: ``mean`` (deterministic, method
     ``policy``) or ``sample`` (draws from its Gaussian, method ``policy-sample``): PPO optimises the
     *stochastic* policy, and validation decides which of the two a shipped policy uses."""
+    std_scale: float = 1.0
+    """Sampling spread: ``act: sample`` draws with the Gaussian's std times this (a lattice policy's
+    choice probabilities at temperature ``std_scale``). PPO learns the std for its own training,
+    where exploration also serves learning; a tuning budget of T runs may want another spread,
+    so validation chooses it like ``act``."""
     action: str = "box"
     """The policy's action space: ``box`` (Gaussian) or ``lattice`` (categorical, agent.env.LatticeActions)."""
     codec: Mapping[str, Any] = field(default_factory=dict)
@@ -235,8 +241,8 @@ class PolicyConfig:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise InputError(f"cannot read the policy config: {err}", file=path) from err
-        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "incumbent", "act", "action", "codec",
-                 "format"}
+        known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "incumbent", "act", "std_scale", "action",
+                 "codec", "format"}
         return cls(**{k: v for k, v in data.items() if k in known}, extra={k: v for k, v in data.items() if k not in known})
 
 
@@ -329,13 +335,16 @@ class PolicyTuner:
         context: Mapping[str, float] | None = None,
         deterministic: bool = True,
         seed: int = 0,
+        std_scale: float | None = None,
     ) -> None:
         from agent.env import ACTION_KINDS, make_env
+        from agent.errors import InputError
 
         if config.action not in ACTION_KINDS:
-            from agent.errors import InputError
-
             raise InputError(f"unknown action space {config.action!r}; valid: {list(ACTION_KINDS)}", field="action")
+        self.std_scale = float(config.std_scale if std_scale is None else std_scale)
+        if not (math.isfinite(self.std_scale) and self.std_scale > 0):
+            raise InputError(f"std_scale must be a positive number, got {self.std_scale!r}", field="std_scale")
         self.deterministic = deterministic
         self.rng = np.random.default_rng(seed)
         self.model = model
@@ -355,10 +364,10 @@ class PolicyTuner:
 
     @classmethod
     def from_file(cls, policy: Path, *, steps: int | None = None, context: Mapping[str, float] | None = None,
-                  deterministic: bool = True, seed: int = 0):
+                  deterministic: bool = True, seed: int = 0, std_scale: float | None = None):
         config = PolicyConfig.load(policy_config_path(policy))
         return cls(load_model(policy, config.algo, config.format), config, steps=steps, context=context,
-                   deterministic=deterministic, seed=seed)
+                   deterministic=deterministic, seed=seed, std_scale=std_scale)
 
     def suggest(self) -> np.ndarray:
         if self.obs is None:
@@ -372,7 +381,7 @@ class PolicyTuner:
         action, _ = self.model.predict(self.obs, deterministic=True)
         action = np.asarray(action, dtype=np.float64).reshape(-1)
         if not self.deterministic:
-            action = action + self._std() * self.rng.standard_normal(action.shape)
+            action = action + self.std_scale * self._std() * self.rng.standard_normal(action.shape)
         return np.clip(action, -1.0, 1.0).astype(np.float32)
 
     def _choice_probs(self) -> list[np.ndarray]:
@@ -383,7 +392,7 @@ class PolicyTuner:
         with torch.no_grad():
             obs, _ = policy.obs_to_tensor(self.obs)
             dist = policy.get_distribution(obs).distribution
-        probs = [d.probs[0].cpu().numpy().astype(np.float64) for d in dist]
+        probs = [d.probs[0].cpu().numpy().astype(np.float64) ** (1.0 / self.std_scale) for d in dist]
         return [p / p.sum() for p in probs]
 
     def _std(self) -> np.ndarray:
@@ -412,8 +421,9 @@ def make_tuner(
     policy: Path | None = None,
     steps: int | None = None,
     context: Mapping[str, float] | None = None,
+    std_scale: float | None = None,
 ) -> Tuner:
-    """The tuner for ``method`` (one of :data:`METHODS`)."""
+    """The tuner for ``method`` (one of :data:`METHODS`); ``std_scale`` overrides a policy's sampling spread."""
     if method == "default":
         return FixedTuner("default", codec, codec.reference())
     if method == "equal":
@@ -427,5 +437,6 @@ def make_tuner(
     if method in ("policy", "policy-sample"):
         if policy is None:
             raise AgentError(f"method {method!r} needs a policy file (--policy FILE)")
-        return PolicyTuner.from_file(policy, steps=steps, context=context, deterministic=method == "policy", seed=seed)
+        return PolicyTuner.from_file(policy, steps=steps, context=context, deterministic=method == "policy", seed=seed,
+                                     std_scale=std_scale)
     raise AgentError(f"unknown method {method!r}; valid: {list(METHODS)}")

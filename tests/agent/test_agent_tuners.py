@@ -98,3 +98,44 @@ def test_policy_tuner_requires_the_reference_first():
         tuner.suggest()
     with pytest.raises(AgentError, match="first run must be the reference"):
         tuner.tell(np.ones(8, np.float32), 1.0)
+
+
+class _GaussianModel:
+    """A fixed-mean Gaussian policy as SB3 exposes it: ``predict`` gives the mean, ``policy.log_std`` the spread."""
+
+    def __init__(self, mean, log_std):
+        import torch
+
+        self.mean = np.asarray(mean, dtype=np.float32)
+        self.policy = type("Policy", (), {"log_std": torch.tensor(log_std, dtype=torch.float32)})()
+
+    def predict(self, obs, deterministic=True):
+        return self.mean, None
+
+
+def _first_sample(std_scale):
+    config = PolicyConfig(steps=3, frame_stack=2, codec=CODEC.to_dict())
+    tuner = PolicyTuner(_GaussianModel(np.zeros(8), np.log(np.full(8, 0.1))), config, deterministic=False, seed=4,
+                        std_scale=std_scale)
+    tuner.tell(CODEC.reference_action(), 1.0)
+    return tuner.suggest()
+
+
+def test_std_scale_multiplies_the_sampling_spread():
+    # Same seed, same noise: with the mean at 0 and std 0.1 nothing is clipped, so the draw scales exactly.
+    base, wide = _first_sample(None), _first_sample(2.5)
+    assert np.abs(base).max() < 0.5
+    np.testing.assert_allclose(wide, 2.5 * base, rtol=1e-5)
+    with pytest.raises(Exception, match="std_scale must be a positive number"):
+        _first_sample(0.0)
+
+
+def test_policy_method_names_say_how_the_policy_acts():
+    from agent.evaluate import policy_acting
+
+    assert policy_acting("policy") == ("policy", None)
+    assert policy_acting("ppo@40k:sample") == ("policy-sample", None)
+    assert policy_acting("ppo:sample-std1.5") == ("policy-sample", 1.5)
+    assert policy_acting("fs10/30k") == ("policy", None)
+    with pytest.raises(AgentError, match="must be positive"):
+        policy_acting("p:sample-std0")
