@@ -100,7 +100,9 @@ def evaluate_command(
     seeds: int = typer.Option(3, help="Seeds per scenario (independent repetitions; intervals are over seeds)."),
     out: Path = typer.Option(Path("docs/results"), help="Directory for table.md, table.csv, results.csv, plots."),
     policy: Path = typer.Option(SHIPPED_POLICY, help="The policy evaluated as method 'policy'."),
-    ablation: list[str] = typer.Option([], help="More policies as NAME=FILE (the ablations), repeatable."),
+    ablation: list[str] = typer.Option([], help="More policies as NAME=FILE (the ablations), repeatable. A NAME ending in "
+                                      "':sample' draws from the policy's Gaussian, ':sample-stdX' with X times its std; "
+                                      "otherwise it plays its mean action."),
     checkpoints: list[str] = typer.Option([], help="Also every checkpoint of this training run (RUN/checkpoints), as "
                                           "methods Nk (mean action) and Nk:sample: the validation of a run. "
                                           "Repeatable as NAME=RUN: methods NAME/Nk and NAME/Nk:sample."),
