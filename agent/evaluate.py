@@ -277,23 +277,25 @@ def plot_curves(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     ax.set_xlabel("step")
     ax.set_ylabel("best-so-far latency / reference")
     ax.set_title("Tuning curves (mean over held-out scenarios and seeds)")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    paths.append(out_dir / "tuning-curves.png")
-    fig.savefig(paths[-1])
-    plt.close(fig)
+    paths.append(_save_figure(fig, ax, out_dir / "tuning-curves.png"))
 
     pivot = frame.groupby(["scenario", "method"], sort=False)["improvement_pct"].mean().unstack("method")
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(pivot)), 4), dpi=120)
     pivot.plot.bar(ax=ax, width=0.85, color=plt.cm.tab20(np.linspace(0.0, 1.0, max(2, pivot.shape[1]))))
     ax.set_ylabel("improvement over default weights (%)")
     ax.set_title("Final improvement per held-out scenario")
+    paths.append(_save_figure(fig, ax, out_dir / "final-improvement.png"))
+    return paths
+
+
+def _save_figure(fig: Any, ax: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    paths.append(out_dir / "final-improvement.png")
-    fig.savefig(paths[-1])
+    fig.savefig(path)
     plt.close(fig)
-    return paths
+    return path
 
 
 def write_tables(frame: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
