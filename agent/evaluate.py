@@ -98,9 +98,7 @@ def policy_acting(method: str) -> tuple[str, float | None]:
     match = _SAMPLE_SUFFIX.search(method)
     if match is None:
         return "policy", None
-    scale = match.group("scale")
-    if scale is not None and float(scale) <= 0:
-        raise AgentError(f"method {method!r}: the std scale after ':sample-std' must be positive")
+    scale = match.group("scale")  # validated where it is used (PolicyTuner)
     return "policy-sample", None if scale is None else float(scale)
 
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from agent.actions import ActionCodec, WeightSetting
-from agent.errors import AgentError
+from agent.errors import AgentError, InputError
 
 log = logging.getLogger(__name__)
 
@@ -235,8 +235,6 @@ class PolicyConfig:
 
     @classmethod
     def load(cls, path: Path) -> PolicyConfig:
-        from agent.errors import InputError
-
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
@@ -250,8 +248,6 @@ def policy_method(policy: Path) -> str:
     """The tuning method a policy file acts with by default (its config's ``act``)."""
     act = PolicyConfig.load(policy_config_path(policy)).act
     if act not in ("mean", "sample"):
-        from agent.errors import InputError
-
         raise InputError(f"unknown act {act!r}; valid: mean, sample", file=policy_config_path(policy), field="act")
     return "policy-sample" if act == "sample" else "policy"
 
@@ -292,8 +288,6 @@ def load_model(policy: Path, algo: str, fmt: str = "model"):
     from stable_baselines3 import PPO, SAC
     from stable_baselines3.common.policies import ActorCriticPolicy
     from stable_baselines3.sac.policies import SACPolicy
-
-    from agent.errors import InputError
 
     torch.set_num_threads(1)  # a 64-64 MLP: one thread answers in microseconds, more only contend
     if not policy.exists():
@@ -338,7 +332,6 @@ class PolicyTuner:
         std_scale: float | None = None,
     ) -> None:
         from agent.env import ACTION_KINDS, make_env
-        from agent.errors import InputError
 
         if config.action not in ACTION_KINDS:
             raise InputError(f"unknown action space {config.action!r}; valid: {list(ACTION_KINDS)}", field="action")
