@@ -8,9 +8,12 @@ Each package owns the commands for its job (``testbed/scheduler/cli.py``, ``func
 from __future__ import annotations
 
 import logging
+import os
+import sys
 
 import typer
 from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from functions.errors import ScoretuneError
 
@@ -26,6 +29,25 @@ class _ScoretuneGroup(TyperGroup):
         except ScoretuneError as err:
             typer.echo(f"Error: {err}", err=True)
             raise typer.Exit(1) from err
+        except (typer.Exit, typer.Abort, TyperException):
+            raise
+        except BrokenPipeError:
+            # the reader went away (``| head``): stop quietly, as command-line tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(1) from None
+        except OSError as err:
+            # the operating system's own words name the file (disk full, permission denied, ...)
+            where = f"{err.filename}: " if err.filename else ""
+            typer.echo(f"Error: {where}{err.strerror or err}", err=True)
+            raise typer.Exit(1) from err
+        except Exception as err:
+            # a last resort: an input no validator caught is still one line, never a traceback,
+            # unless --verbose asks for it
+            if logging.getLogger().isEnabledFor(logging.DEBUG):
+                raise
+            typer.echo(f"Error: unexpected {type(err).__name__}: {err} (a scoretune bug: please report it; "
+                       "--verbose shows the traceback)", err=True)
+            raise typer.Exit(2) from err
 
 
 app = typer.Typer(
@@ -73,6 +95,9 @@ bench_app.command("lab")(bench_lab_cmd)
 from loadgen.cli import bench_replay, replay_command, workload_app  # noqa: E402
 
 app.add_typer(workload_app, name="workload", help="Workloads: from a trace, synthetic, show.")
+from loadgen.traces_cli import app as traces_app  # noqa: E402
+
+app.add_typer(traces_app, name="traces", help="Public traces: list, fetch (pinned sources, SHA-256), verify.")
 app.command("replay", help="Replay a workload open loop with Locust and record every request.")(replay_command)
 bench_app.command("replay", help="Highest open-loop replay rate with dispatch lag p99 under 20 ms.")(bench_replay)
 

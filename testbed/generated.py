@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -50,7 +51,7 @@ FUNCTIONS = ("aes", "disk-io", "dynamic-html", "float-ops", "gzip-compress", "js
 GENERATORS = ("poisson", "mmpp", "diurnal", "steps")
 #: Rate cap: keeps one simulated run of a light mix near 10 000 requests (a training step's cost).
 MAX_RATE_PER_S = 60.0
-#: The training-side traces a ``gentrace`` member windows: reader, path under ``traces_dir()``, and
+#: The training-side traces a ``gentrace`` member windows: reader, path under the trace directory (``loadgen.trace_store``), and
 #: the rate scale its whole-trace base is read at (enough arrivals that a 20 % window resamples well).
 TRACE_SOURCES: dict[str, tuple[str, str, float]] = {
     "azure2019": ("azure2019", "azure/azure2019_invitro_mapper_extremes/invocations.csv", 300.0),
@@ -157,22 +158,24 @@ def generated_workload(rng: np.random.Generator, cluster: ClusterSpec, seed: int
                                                      "rate_per_s": round(rate, 2), "duration_s": duration}
 
 
-@lru_cache(maxsize=8)
 def trace_base(source: str) -> tuple[np.ndarray, np.ndarray, float]:
     """A whole training-side trace as (arrival seconds, function class, span s), read once per
-    process. The class is the suite function ``read_trace`` mapped the trace function onto; a
-    member remaps the classes, so only the grouping of trace functions is kept."""
-    from loadgen.traces import read_trace
-    from testbed.scenarios import traces_dir
+    process and file. The class is the suite function ``read_trace`` mapped the trace function
+    onto; a member remaps the classes, so only the grouping of trace functions is kept. A missing
+    file is a TraceError naming the ``scoretune traces fetch`` command."""
+    from loadgen.trace_store import locate
 
     if source not in TRACE_SOURCES:
         raise ConfigError(f"unknown trace source {source!r}; known: {sorted(TRACE_SOURCES)}", field="source")
     kind, rel, scale = TRACE_SOURCES[source]
-    path = traces_dir() / rel
-    if not path.exists():
-        raise ConfigError(f"{path}: missing; the gentrace family replays this training-side trace "
-                          "(set SCORETUNE_TRACES to the traces directory)", field="path")
-    wl = read_trace(kind, path, rate_scale=scale, seed=0)
+    return _read_base(kind, str(locate(rel)), scale)
+
+
+@lru_cache(maxsize=8)
+def _read_base(kind: str, path: str, scale: float) -> tuple[np.ndarray, np.ndarray, float]:
+    from loadgen.traces import read_trace
+
+    wl = read_trace(kind, Path(path), rate_scale=scale, seed=0)
     classes = wl.frame["function"].to_numpy(dtype=object)
     return wl.frame["t_s"].to_numpy(dtype=np.float64), classes, float(wl.metadata["trace_span_s"])
 

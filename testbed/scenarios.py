@@ -1,11 +1,13 @@
 """The scenario library: (cluster spec, workload recipe, seed) pairs with a train/test split.
 
 A scenario names a shipped cluster (``testbed/clusters/<name>.yaml``) and a workload *recipe*: a
-call of a ``loadgen.synth`` generator or of ``loadgen.traces.read_trace`` over the shared traces
-(``../shared/traces`` beside the repository, or ``$SCORETUNE_TRACES``) with its parameters and seed.
-Trace data is read where it lies, never copied; :func:`build_workload` generates a workload once
-and caches it as Parquet under ``$SCORETUNE_CACHE`` (default ``~/.cache/scoretune``), keyed by the
-recipe's hash, never inside the repository.
+call of a ``loadgen.synth`` generator or of ``loadgen.traces.read_trace`` over a public trace with
+its parameters and seed. A trace recipe names its file by its path under the trace directory
+(:mod:`loadgen.trace_store`: ``scoretune traces fetch`` puts it there); a missing file is an error
+that names the ``traces fetch`` command to run. Trace data is read where it lies, never copied;
+:func:`build_workload` generates a workload once and caches it as Parquet under
+``$SCORETUNE_CACHE`` (default ``~/.cache/scoretune``), keyed by the recipe's hash and, for a trace,
+the file it read, never inside the repository.
 
 Scenarios are short (5-6 simulated minutes) so one evaluation on the simulator costs well under a
 second. The split (docs/scenarios.md): the *test* split holds two clusters and two workloads that
@@ -33,10 +35,6 @@ REPO = Path(__file__).resolve().parent.parent
 Split = Literal["train", "test"]
 
 
-def traces_dir() -> Path:
-    return Path(os.environ.get("SCORETUNE_TRACES", REPO.parent / "shared" / "traces"))
-
-
 def cache_dir() -> Path:
     return Path(os.environ.get("SCORETUNE_CACHE", Path.home() / ".cache" / "scoretune"))
 
@@ -44,7 +42,7 @@ def cache_dir() -> Path:
 @dataclass(frozen=True)
 class WorkloadRecipe:
     """``kind`` "synth": ``loadgen.synth.<generator>(**params, seed=seed)``; "trace":
-    ``loadgen.traces.read_trace(generator, traces_dir()/path, **params, seed=seed)``."""
+    ``loadgen.traces.read_trace(generator, locate(path), **params, seed=seed)``."""
 
     name: str
     kind: Literal["synth", "trace"]
@@ -54,8 +52,16 @@ class WorkloadRecipe:
     description: str = ""
 
     def key(self, seed: int) -> str:
+        source = None
+        if self.kind == "trace":
+            # the file actually read: a fixture or another copy never shares a cache entry
+            from loadgen.trace_store import locate
+
+            found = locate(self.path or "")
+            stat = found.stat()
+            source = [str(found.resolve()), stat.st_size, stat.st_mtime_ns]
         blob = json.dumps({"kind": self.kind, "gen": self.generator, "params": dict(self.params),
-                           "path": self.path, "seed": seed, "v": 1}, sort_keys=True)
+                           "path": self.path, "seed": seed, "source": source, "v": 1}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -166,9 +172,10 @@ def generate_workload(recipe: WorkloadRecipe, seed: int) -> Workload:
         params = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in recipe.params.items()}
         wl = fn(**params, seed=seed)
     else:
+        from loadgen.trace_store import locate
         from loadgen.traces import read_trace
 
-        path = traces_dir() / (recipe.path or "")
+        path = locate(recipe.path or "")
         wl = read_trace(recipe.generator, path, **dict(recipe.params), seed=seed)
     meta = {**wl.metadata, "name": recipe.name, "recipe": {"kind": recipe.kind, "generator": recipe.generator,
                                                            "params": dict(recipe.params), "path": recipe.path, "seed": seed}}

@@ -1,13 +1,19 @@
-"""Shared fixtures: paths to the shared traces (read, never copied) and the repository root."""
+"""Shared fixtures: the repository root, real traces (used where they are, or the test skips with the
+fetch command to run) and fixture traces in the published formats (so no test fails for lack of data)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from trace_fixtures import write_fixture_traces
+
+from loadgen import trace_store
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+REAL_TRACE_DIRS = trace_store.search_dirs()
+"""Where the real traces are, read before any fixture points ``$SCORETUNE_TRACES`` elsewhere."""
 
 
 @pytest.fixture(scope="session")
@@ -16,8 +22,33 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_traces() -> Path:
-    path = SHARED / "traces"
-    if not path.exists():
-        pytest.skip("../shared/traces is not present beside the repository")
-    return path
+def real_trace() -> Callable[[str], Path]:
+    """``real_trace("azure/....csv")``: the real file wherever the tool finds it (the trace
+    directory, or the read-only ``../shared/traces``), or a skip naming the trace to fetch."""
+    registry = trace_store.load_registry()
+
+    def get(relpath: str) -> Path:
+        found = trace_store.find(relpath, registry, REAL_TRACE_DIRS)
+        if found is None:
+            owner = registry.owner(relpath)
+            name = owner[0] if owner else relpath
+            pytest.skip(f"real trace {relpath} is not present: run `scoretune traces fetch {name}`")
+        return found
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def fixture_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A trace directory holding a small synthetic file for every registry file."""
+    return write_fixture_traces(tmp_path_factory.mktemp("fixture-traces"))
+
+
+@pytest.fixture(scope="module")
+def use_fixture_traces(fixture_traces: Path) -> Iterator[Path]:
+    """Point the tool at the fixture traces (``$SCORETUNE_TRACES``) and a fresh workload cache for
+    one test module: scenarios and generators that read a trace run on any clone."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SCORETUNE_TRACES", str(fixture_traces))
+        mp.setenv("SCORETUNE_CACHE", str(fixture_traces.parent / "cache"))
+        yield fixture_traces

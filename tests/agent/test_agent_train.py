@@ -119,7 +119,7 @@ def test_tiny_ppo_run_on_the_simulator(tmp_path):
     assert metrics[0] == obj(ActionCodec().reference())
 
 
-def test_mixed_sampler_draws_generated_and_split_scenarios_in_proportion():
+def test_mixed_sampler_draws_generated_and_split_scenarios_in_proportion(use_fixture_traces):
     sampler = split_sampler("train", generated=0.75)
     assert isinstance(sampler, MixedSampler)
     sampler = pickle.loads(pickle.dumps(sampler))  # SubprocVecEnv workers rebuild it
@@ -149,7 +149,7 @@ def test_generated_scenarios_are_addressable_by_name():
             scenario_objective(bad, 0)
 
 
-def test_generated_traces_share_picks_the_trace_window_family(shared_traces):
+def test_generated_traces_share_picks_the_trace_window_family(use_fixture_traces):
     rng = np.random.default_rng(0)
     sampler = pickle.loads(pickle.dumps(split_sampler("train", generated=1.0, traces=0.5)))
     names = [sampler(rng).scenario_name for _ in range(30)]
@@ -168,7 +168,7 @@ def test_generated_traces_share_is_checked():
         split_sampler("train", traces=0.5)
 
 
-def test_trace_window_scenarios_are_addressable_by_name(shared_traces):
+def test_trace_window_scenarios_are_addressable_by_name(use_fixture_traces):
     from agent.scenario_objectives import scenario_objective
 
     obj = scenario_objective(f"gentrace-{GENERATED_TRAIN_SEEDS}", 0)

@@ -1,4 +1,5 @@
-"""Trace readers on the shared samples (read in place) and on crafted bad files in tmp_path."""
+"""Trace readers on the real traces (where the tool finds them; else skipped with the fetch command),
+on fixture files in each trace's published format, and on crafted bad files in tmp_path."""
 
 from __future__ import annotations
 
@@ -28,12 +29,19 @@ def _spec(name: str, cpu_s: float, memory: str):
 SPECS = {s.name: s for s in [_spec("fast", 0.01, "10Mi"), _spec("mid", 0.5, "50Mi"), _spec("slow", 20.0, "200Mi")]}
 
 
-def _genai(shared):
-    return shared / "alibaba" / "genai2026_lora_request_trace.csv.gz"
+GENAI = "alibaba/genai2026_lora_request_trace.csv"
 
 
-def test_alibaba_genai_sample_compressed_into_ten_minutes(shared_traces, tmp_path) -> None:
-    wl = read_trace("alibaba-genai", _genai(shared_traces), minutes=10, specs=SPECS, seed=1)
+@pytest.fixture(params=["fixture", "real"])
+def any_trace(request, fixture_traces, real_trace):
+    """Mechanics hold on any file of the format: the fixture always, the real trace when present."""
+    if request.param == "fixture":
+        return lambda relpath: fixture_traces / relpath
+    return real_trace
+
+
+def test_alibaba_genai_sample_compressed_into_ten_minutes(real_trace, tmp_path) -> None:
+    wl = read_trace("alibaba-genai", real_trace(GENAI), minutes=10, specs=SPECS, seed=1)
     assert len(wl) == 26823  # one arrival per request row
     t = wl.frame["t_s"].to_numpy()
     assert t.min() >= 0 and t.max() <= 600.0 and np.all(np.diff(t) >= 0)
@@ -44,26 +52,28 @@ def test_alibaba_genai_sample_compressed_into_ten_minutes(shared_traces, tmp_pat
     assert back.metadata["source"] == "alibaba-genai" and back.metadata["seed"] == 1
 
 
-def test_seed_reproduces_and_rate_scale_thins(shared_traces) -> None:
-    a = read_trace("alibaba-genai", _genai(shared_traces), minutes=10, rate_scale=0.25, specs=SPECS, seed=3)
-    b = read_trace("alibaba-genai", _genai(shared_traces), minutes=10, rate_scale=0.25, specs=SPECS, seed=3)
-    c = read_trace("alibaba-genai", _genai(shared_traces), minutes=10, rate_scale=0.25, specs=SPECS, seed=4)
+def test_seed_reproduces_and_rate_scale_thins(any_trace) -> None:
+    path = any_trace(GENAI)
+    rows = len(pd.read_csv(path))
+    a = read_trace("alibaba-genai", path, minutes=10, rate_scale=0.25, specs=SPECS, seed=3)
+    b = read_trace("alibaba-genai", path, minutes=10, rate_scale=0.25, specs=SPECS, seed=3)
+    c = read_trace("alibaba-genai", path, minutes=10, rate_scale=0.25, specs=SPECS, seed=4)
     assert a.frame.equals(b.frame) and not a.frame.equals(c.frame)
-    assert len(a) == pytest.approx(26823 * 0.25, rel=0.03)
-    up = read_trace("alibaba-genai", _genai(shared_traces), minutes=10, rate_scale=2.5, specs=SPECS, seed=3)
-    assert len(up) == pytest.approx(26823 * 2.5, rel=0.01)
+    assert len(a) == pytest.approx(rows * 0.25, rel=0.03 if rows > 10_000 else 0.15)
+    up = read_trace("alibaba-genai", path, minutes=10, rate_scale=2.5, specs=SPECS, seed=3)
+    assert len(up) == pytest.approx(rows * 2.5, rel=0.01 if rows > 10_000 else 0.05)
 
 
-def test_trace_replay_payloads_carry_the_trace_durations(shared_traces) -> None:
-    raw = pd.read_csv(_genai(shared_traces))
-    wl = read_trace("alibaba-genai", _genai(shared_traces), trace_replay=True, specs=SPECS)
+def test_trace_replay_payloads_carry_the_trace_durations(any_trace) -> None:
+    raw = pd.read_csv(any_trace(GENAI))
+    wl = read_trace("alibaba-genai", any_trace(GENAI), trace_replay=True, specs=SPECS)
     assert set(wl.frame["function"]) == {TRACE_REPLAY_FUNCTION}
     cpu = np.sort([json.loads(p)["cpu_s"] for p in wl.frame["payload"]])
     assert np.allclose(cpu, np.sort(raw["exec_time_seconds"].to_numpy()))
 
 
-def test_qps_series_rate_matches_the_summed_samples(shared_traces) -> None:
-    path = shared_traces / "alibaba" / "genai2026_qps.csv.gz"
+def test_qps_series_rate_matches_the_summed_samples(any_trace) -> None:
+    path = any_trace("alibaba/genai2026_qps.csv")
     raw = pd.read_csv(path)
     total = raw.groupby(["request_type", "timestamp_anon"])["value"].sum()
     wl = read_trace("alibaba-genai-qps", path, functions=["fast", "mid"], specs=SPECS, seed=0)
@@ -78,17 +88,17 @@ def test_qps_series_rate_matches_the_summed_samples(shared_traces) -> None:
     assert wl.metadata["mapping"]["method"] == "popularity"
 
 
-def test_gpu2023_pod_creations_are_arrivals(shared_traces) -> None:
-    path = shared_traces / "alibaba" / "gpu2023_openb_pod_list_default.csv"
+def test_gpu2023_pod_creations_are_arrivals(any_trace) -> None:
+    path = any_trace("alibaba/gpu2023_openb_pod_list_default.csv")
     raw = pd.read_csv(path)
     wl = read_trace("alibaba-gpu2023", path, specs=SPECS, seed=0)
-    assert len(wl) == len(raw) == 8152
+    assert len(wl) == len(raw)
     created = np.sort(raw["creation_time"].to_numpy() - raw["creation_time"].min())
     assert np.all(np.abs(wl.frame["t_s"].to_numpy() - created) <= 1.0 + 1e-9)  # spread within the second
 
 
-def test_azure2021_starts_are_end_minus_duration(shared_traces) -> None:
-    path = shared_traces / "azure" / "azure2021_first199_invocations_invitro.csv"
+def test_azure2021_starts_are_end_minus_duration(any_trace) -> None:
+    path = any_trace("azure/azure2021_first199_invocations_invitro.csv")
     raw = pd.read_csv(path)
     wl = read_trace("azure2021", path, specs=SPECS)
     start = np.clip(raw["end_timestamp"] - raw["duration"], 0, None)
@@ -98,8 +108,8 @@ def test_azure2021_starts_are_end_minus_duration(shared_traces) -> None:
     assert p["memory_bytes"] == 200 * 2**20  # InVitro's assumption for 2021
 
 
-def test_azure2019_counts_spread_within_their_minute(shared_traces) -> None:
-    path = shared_traces / "azure" / "azure2019_invitro_mapper_extremes" / "invocations.csv"
+def test_azure2019_counts_spread_within_their_minute(any_trace) -> None:
+    path = any_trace("azure/azure2019_invitro_mapper_extremes/invocations.csv")
     raw = pd.read_csv(path)
     minutes = [c for c in raw.columns if c.isdigit()]
     counts = raw[minutes].to_numpy().sum(axis=0)
@@ -206,8 +216,8 @@ def test_quantile_draw_matches_per_row_interpolation() -> None:
     assert np.allclose(_quantile_draw(q, pts, _DUR_PCTS), expected)
 
 
-def test_window_keeps_one_day_then_compresses_it(shared_traces) -> None:
-    path = _genai(shared_traces)
+def test_window_keeps_one_day_then_compresses_it(any_trace) -> None:
+    path = any_trace(GENAI)
     raw = pd.read_csv(path, usecols=["gmt_create"])
     secs = (pd.to_datetime(raw["gmt_create"]) - pd.to_datetime(raw["gmt_create"]).min()).dt.total_seconds()
     in_day = int(((secs >= 86400) & (secs < 2 * 86400)).sum())

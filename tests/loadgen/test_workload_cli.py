@@ -32,9 +32,9 @@ def test_synth_show_and_replay(tmp_path) -> None:
     assert summary["count"] == len(w) == summary["ok"]
 
 
-def test_from_trace_writes_a_workload(shared_traces, tmp_path) -> None:
+def test_from_trace_writes_a_workload(fixture_traces, tmp_path) -> None:
     out = tmp_path / "az.parquet"
-    path = shared_traces / "azure" / "azure2021_first199_invocations_invitro.csv"
+    path = fixture_traces / "azure" / "azure2021_first199_invocations_invitro.csv"
     r = runner.invoke(app, ["workload", "from-trace", "azure2021", str(path), "--minutes", "2", "--rate-scale", "2",
                             "--trace-replay", "-o", str(out)])
     assert r.exit_code == 0, r.output

@@ -92,11 +92,11 @@ def test_scenario_pickles_for_subprocess_workers():
     assert again.name == "gen-3" and again.workload.frame.equals(g.workload.frame)
 
 
-# ---- the trace-window family (gentrace-N): needs the shared traces --------------------------------
+# ---- the trace-window family (gentrace-N): on fixture traces in the published formats ------------
 
 
 @pytest.fixture(scope="module")
-def trace_family(shared_traces):
+def trace_family(use_fixture_traces):
     return [generated_scenario(s, "trace") for s in range(12)]
 
 
@@ -121,7 +121,7 @@ def test_trace_windows_respect_the_drawn_rate_duration_and_suite(trace_family):
         assert 0.2 <= f["window_share"] <= 1.0 and 0.3 <= f["load"] <= 0.9
 
 
-def test_a_trace_window_keeps_the_traces_burst_shape(shared_traces):
+def test_a_trace_window_keeps_the_traces_burst_shape(use_fixture_traces):
     """The resampled arrivals follow the window's own rate curve: per-tenth counts correlate."""
     from testbed.generated import trace_base
 
@@ -149,17 +149,12 @@ def test_the_trace_family_reads_only_training_side_traces():
     assert paths <= trained and not paths & held_out
 
 
-def test_a_missing_trace_is_a_clear_error(tmp_path, monkeypatch):
-    from testbed.errors import ConfigError
-    from testbed.generated import trace_base
+def test_a_missing_trace_says_which_trace_to_fetch(tmp_path, monkeypatch):
+    from loadgen.errors import TraceError
 
     monkeypatch.setenv("SCORETUNE_TRACES", str(tmp_path))
-    trace_base.cache_clear()
-    try:
-        with pytest.raises(ConfigError, match="missing.*gentrace"):
-            generated_scenario(0, "trace")
-    finally:
-        trace_base.cache_clear()
+    with pytest.raises(TraceError, match=r"not found .*run `scoretune traces fetch (azure2019-invitro-extremes|alibaba-gpu2023-pods)`"):
+        generated_scenario(0, "trace")
 
 
 def test_an_unknown_family_is_refused():

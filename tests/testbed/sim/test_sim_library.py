@@ -60,13 +60,13 @@ def test_build_workload_caches_outside_the_repo(tmp_path, monkeypatch):
     assert 250 <= w1.duration_s <= 360
 
 
-def test_trace_scenario_builds(tmp_path, shared_traces):
+def test_trace_scenario_builds(tmp_path, use_fixture_traces):
     w = build_workload(get_scenario("homog-azure21"), cache=tmp_path)
     assert len(w) > 100 and w.duration_s <= 300.0 + 1e-6
 
 
-def test_alibaba_spec_reproducible(shared_traces):
-    got = alibaba_node_mix(shared_traces / "alibaba" / "gpu2023_openb_node_list_all_node.csv")
+def test_alibaba_spec_reproducible(real_trace):
+    got = alibaba_node_mix(real_trace("alibaba/gpu2023_openb_node_list_all_node.csv"))
     shipped = yaml.safe_load((CLUSTERS_DIR / "alibaba-gpu2023-32.yaml").read_text())
     assert got == shipped
     assert sum(g["count"] for g in got["groups"]) == 32
