@@ -11,18 +11,22 @@ import typer
 
 from testbed.errors import ConfigError
 from testbed.scheduler.config import (
+    Profile,
     SchedulerConfig,
+    compact_items,
     config_for_profile,
     dump_config_yaml,
     format_weights,
     load_config,
+    parse_int,
     parse_weights,
     profile_from_weights,
     profile_weights,
     read_config_dict,
     validate_config_dict,
+    write_text_atomic,
 )
-from testbed.scheduler.framework import Scheduler
+from testbed.scheduler.framework import FitError, Scheduler
 from testbed.scheduler.objects import load_nodes, load_objects, load_pods, node_from_k8s, pod_from_k8s
 
 app = typer.Typer(help="kube-scheduler scoring, profiles and KubeSchedulerConfiguration files.", no_args_is_help=True)
@@ -40,7 +44,7 @@ def score_cmd(
 ) -> None:
     """Score every node for one pod and print JSON.
 
-    The JSON holds the feasible nodes, the plugins whose PreScore skipped, each node's per-plugin scores (0..100, before the weight) and weighted total, and the selected node.
+    The JSON holds the feasible nodes, the plugins whose PreScore skipped, each node's per-plugin scores (0..100, before the weight) and weighted total, the selected node, and "unschedulable": each node that fails Filter with kube-scheduler's reasons ("Insufficient cpu", "node(s) had untolerated taint {key: value}", ...). When no node fits, the JSON also holds "fit_error", kube-scheduler's "0/N nodes are available: ..." message, which is printed on stderr too, and the exit status is 1.
     """
     cfg = load_config(config) if config is not None else SchedulerConfig(profiles=(profile_from_weights({}),))
     node_list = load_nodes(nodes)
@@ -57,21 +61,27 @@ def score_cmd(
             file=pod,
             field="spec.schedulerName",
         )
-    prof = cfg.profile(name)
+    prof = _profile(cfg, name, config)
     sched = Scheduler(node_list, prof, kube_version=kube_version, seed=seed)
     if pods is not None:
         sched.bind_existing(load_pods(pods))
-    typer.echo(json.dumps(sched.score(incoming).to_dict(), indent=2))
+    result = sched.score(incoming)
+    typer.echo(json.dumps(result.to_dict(), indent=2))
+    if result.fit_error is not None:
+        raise FitError(f"pod {incoming.namespace}/{incoming.name or '<unnamed>'}: {result.fit_error}")
 
 
-def _pairs(text: str, what: str) -> list[tuple[str, str]]:
+def _pairs(text: str, what: str, sep: str) -> list[tuple[str, str]]:
+    """``A<sep>B,...`` items of a compact option (``--shape 0:0,100:10``, ``--resources cpu=1``);
+    an item without ``sep``, with an empty side or empty itself is a ConfigError naming it."""
     out = []
-    for part in [p.strip() for p in text.split(",") if p.strip()]:
-        sep = "=" if "=" in part else ":"
+    for part in compact_items(text, field=what):
         if sep not in part:
             raise ConfigError(f"{part!r} is not A{sep}B", field=what)
-        a, _, b = part.partition(sep)
-        out.append((a.strip(), b.strip()))
+        a, _, b = (x.strip() for x in part.partition(sep))
+        if not a or not b:
+            raise ConfigError(f"{part!r} is not A{sep}B (a side is empty)", field=what)
+        out.append((a, b))
     return out
 
 
@@ -86,11 +96,15 @@ def config_cmd(
     output: Path = typer.Option(Path("-"), "-o", "--output", help="Where to write the YAML ('-' for stdout)."),
 ) -> None:
     """Write a full, valid KubeSchedulerConfiguration for the given weights."""
-    try:
-        shp = [(int(u), int(s)) for u, s in _pairs(shape, "shape")] if shape else None
-        res = [(n, int(w)) for n, w in _pairs(resources, "resources")] if resources else None
-    except ValueError:
-        raise ConfigError("shape points and resource weights must be integers", field="shape/resources") from None
+    shp = None
+    if shape is not None:
+        shp = [
+            (parse_int(u, what="utilization", field=f"shape[{i}].utilization"), parse_int(sc, what="score", field=f"shape[{i}].score"))
+            for i, (u, sc) in enumerate(_pairs(shape, "shape", ":"))
+        ]
+    res = None
+    if resources is not None:
+        res = [(n, parse_int(w, what=f"weight of {n}", field=f"resources.{n}")) for n, w in _pairs(resources, "resources", "=")]
     prof = profile_from_weights(
         parse_weights(weights),
         strategy=strategy,
@@ -103,8 +117,7 @@ def config_cmd(
     if str(output) == "-":
         typer.echo(text, nl=False)
     else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text)
+        write_text_atomic(output, text)
         typer.echo(f"wrote {output}", err=True)
 
 
@@ -125,7 +138,17 @@ def weights_cmd(
     profile: str | None = typer.Option(None, "--profile", help="schedulerName (default: the first profile)."),
 ) -> None:
     """Print a profile's score weights as NAME=WEIGHT,... (the inverse of config --weights)."""
-    typer.echo(format_weights(profile_weights(load_config(file).profile(profile))))
+    typer.echo(format_weights(profile_weights(_profile(load_config(file), profile, file))))
+
+
+def _profile(cfg: SchedulerConfig, name: str | None, file: Path | None) -> Profile:
+    """The profile named ``name``; an unknown name is an error naming the configuration file."""
+    try:
+        return cfg.profile(name)
+    except ConfigError as err:
+        if file is None:
+            raise
+        raise ConfigError(err.detail, file=file, field=err.field) from None
 
 
 # --- benchmark ------------------------------------------------------------------------------------

@@ -23,7 +23,9 @@ from __future__ import annotations
 import copy
 import json
 import numbers
+import os
 import re
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,14 +34,17 @@ from typing import Any
 import yaml
 
 from testbed.errors import ConfigError
-from testbed.scheduler.objects import DEFAULT_SCHEDULER_NAME, SpreadConstraint
+from testbed.scheduler.objects import DEFAULT_SCHEDULER_NAME, SpreadConstraint, parse_documents, read_text
 from testbed.scheduler.selectors import (
     NodeSelectorTerm,
+    kind_of,
     node_selector_terms_to_list,
     parse_node_selector_terms,
 )
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
+MAX_NODE_SCORE = 100  # staging/src/k8s.io/kube-scheduler/framework/interface.go
+MAX_TOTAL_SCORE = 2**63 - 1  # framework.MaxTotalScore = math.MaxInt64
 KIND = "KubeSchedulerConfiguration"
 
 #: The score plugins of the default profile, in the order of the v1 multiPoint list.
@@ -261,25 +266,56 @@ _OFF = frozenset({"disabled", "disable", "off", "none", "null", "-"})
 
 
 def _check_plugin(name: str) -> None:
+    if not name:
+        raise ConfigError("an item has no plugin name before '='", field="weights")
     if name not in DEFAULT_SCORE_WEIGHTS:
         raise ConfigError(f"unknown score plugin {name!r}; known: {', '.join(SCORE_PLUGINS)}", field="weights")
 
 
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+
+
+def parse_int(text: str, *, what: str, field: str) -> int:
+    """A decimal integer as Go's ``strconv.Atoi`` reads it (ASCII digits, optional sign): not
+    ``1.5``, ``1e3``, ``1_0`` or non-ASCII digits, which Python's ``int()`` would take."""
+    t = text.strip()
+    if not _INTEGER.match(t) or len(t) > 30:
+        raise ConfigError(f"{what} {text.strip()!r} is not an integer", field=field)
+    return int(t)
+
+
+def compact_items(text: str, *, field: str) -> list[str]:
+    """The comma-separated items of a compact option value; an empty item (``"A=1,,B=2"``, a
+    trailing comma) is an error rather than skipped, since it is usually a typo. An empty or
+    blank ``text`` has no items."""
+    if not text.strip():
+        return []
+    parts = [p.strip() for p in text.split(",")]
+    for i, part in enumerate(parts):
+        if not part:
+            raise ConfigError(f"item {i + 1} of {text!r} is empty", field=field)
+    return parts
+
+
 def parse_weights(text: str) -> dict[str, int | None]:
-    """``"NodeResourcesFit=5,ImageLocality=disabled"`` -> ``{"NodeResourcesFit": 5, "ImageLocality": None}``."""
+    """``"NodeResourcesFit=5,ImageLocality=disabled"`` -> ``{"NodeResourcesFit": 5, "ImageLocality": None}``.
+
+    Each plugin at most once, each weight an integer in 1..100 or ``disabled``; anything else is a
+    ConfigError naming the item."""
     out: dict[str, int | None] = {}
-    for part in [p.strip() for p in text.split(",") if p.strip()]:
+    for part in compact_items(text, field="weights"):
         if "=" not in part:
             raise ConfigError(f"{part!r} is not NAME=WEIGHT", field="weights")
         name, _, value = (s.strip() for s in part.partition("="))
         _check_plugin(name)
+        if name in out:
+            raise ConfigError(f"{name} is given twice", field=f"weights.{name}")
         if value.lower() in _OFF:
             out[name] = None
             continue
-        try:
-            w = int(value)
-        except ValueError:
-            raise ConfigError(f"weight {value!r} of {name} is not an integer or 'disabled'", field=f"weights.{name}") from None
+        if not _INTEGER.match(value):
+            raise ConfigError(f"weight {value!r} of {name} is not an integer or 'disabled'", field=f"weights.{name}")
+        w = int(value) if len(value) <= 30 else 10**30
         if not 1 <= w <= 100:
             raise ConfigError(f"weight {w} of {name} is not in 1..100 (use 'disabled' to turn it off)", field=f"weights.{name}")
         out[name] = w
@@ -320,13 +356,23 @@ def profile_from_weights(
         if strategy not in STRATEGIES:
             raise ConfigError(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}", field="strategy")
         fit = replace(fit, strategy=strategy)
+    if not isinstance(scheduler_name, str) or not scheduler_name:
+        raise ConfigError("Required value: a profile needs a schedulerName", field="schedulerName")
     if resources is not None:
         res = tuple((str(n), int(w)) for n, w in resources)
         if not res:
             raise ConfigError("resources must not be empty", field="resources")
+        seen: set[str] = set()
         for n, w in res:
+            if not n:
+                raise ConfigError("a resource needs a name", field="resources")
+            if n in seen:
+                # upstream accepts a repeated resource and scores it twice; in a compact option
+                # it can only be a typo
+                raise ConfigError(f"resource {n} is given twice", field=f"resources.{n}")
+            seen.add(n)
             if not 1 <= w <= 100:
-                raise ConfigError(f"resource weight of {n} not in valid range (0, 100]", field="resources")
+                raise ConfigError(f"resource weight of {n} not in valid range (0, 100]", field=f"resources.{n}")
         fit = replace(fit, resources=res)
     if fit.strategy == "RequestedToCapacityRatio":
         pts = tuple((int(u), int(s)) for u, s in (shape if shape is not None else BIN_PACKING_SHAPE))
@@ -422,78 +468,176 @@ def _node_terms_errors(raw: Any, path: str) -> list[str]:
     return []
 
 
+def _type_error(path: str, value: Any, want: str) -> str:
+    """A value of the wrong JSON type: kube-scheduler's strict decoder refuses it before
+    validation runs (``cannot unmarshal ... into Go struct field``)."""
+    return f"{path}: Invalid value: {_show(value)}: must be {want}, not {kind_of(value)}"
+
+
+def _show(value: Any) -> str:
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _int_errors(path: str, value: Any, *, lo: int, hi: int, msg: str, go_type: str = "int32") -> list[str]:
+    """An integer field: not an integer (or a bool, or NaN) is a decoding error, outside the Go
+    type's range too (``go_type``), then ``lo..hi`` is upstream's validation rule with its message."""
+    if not _is_int(value):
+        return [_type_error(path, value, "an integer")]
+    if not -(2 ** (_GO_BITS[go_type] - 1)) <= value < 2 ** (_GO_BITS[go_type] - 1):
+        return [_invalid(path, value, f"does not fit {go_type}, the type of this field")]
+    if not lo <= value <= hi:
+        return [_invalid(path, value, msg)]
+    return []
+
+
+_GO_BITS = {"int32": 32, "int64": 64}
+
+
+def _label_name_error(path: str, v: Any) -> list[str]:
+    """``metav1validation.ValidateLabelName``: a qualified name (optional DNS prefix ``/`` name)."""
+    if not isinstance(v, str):
+        return [_type_error(path, v, "a string")]
+    if not _LABEL_NAME.match(v) or len(v.rpartition("/")[2]) > 63:
+        return [_invalid(path, v, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")]
+    return []
+
+
 def _args_errors(name: str, args: Any, path: str) -> list[str]:
+    """The plugin-args rules of ``validation_pluginargs.go`` (``ValidateNodeResourcesFitArgs``,
+    ``ValidateNodeResourcesBalancedAllocationArgs``, ``ValidateInterPodAffinityArgs``,
+    ``ValidateNodeAffinityArgs``, ``ValidatePodTopologySpreadArgs``, ``ValidateDefaultPreemptionArgs``,
+    ``ValidateVolumeBindingArgs``), after the type checks the strict decoder makes first."""
     if args is None:
         return []
     if not isinstance(args, dict):
         return [_invalid(path, args, "args must be a mapping")]
     errs: list[str] = []
     if name == "NodeResourcesFit":
-        for i, res in enumerate(args.get("ignoredResources") or []):
-            if not isinstance(res, str) or not _LABEL_NAME.match(res):
-                errs.append(_invalid(f"{path}.ignoredResources[{i}]", res, "must be a qualified name"))
-        for i, g in enumerate(args.get("ignoredResourceGroups") or []):
-            if not isinstance(g, str) or "/" in g:
-                errs.append(_invalid(f"{path}.ignoredResourceGroups[{i}]", g, "resource group name can't contain '/'"))
+        ign = args.get("ignoredResources")
+        if ign is not None and not isinstance(ign, list):
+            errs.append(_type_error(f"{path}.ignoredResources", ign, "a list of resource names"))
+        for i, res in enumerate(ign if isinstance(ign, list) else []):
+            errs.extend(_label_name_error(f"{path}.ignoredResources[{i}]", res))
+        groups = args.get("ignoredResourceGroups")
+        if groups is not None and not isinstance(groups, list):
+            errs.append(_type_error(f"{path}.ignoredResourceGroups", groups, "a list of resource group names"))
+        for i, g in enumerate(groups if isinstance(groups, list) else []):
+            gp = f"{path}.ignoredResourceGroups[{i}]"
+            if isinstance(g, str) and "/" in g:
+                errs.append(_invalid(gp, g, "resource group name can't contain '/'"))
+            else:
+                errs.extend(_label_name_error(gp, g))
         st = args.get("scoringStrategy")
         if st is not None:
             sp = f"{path}.scoringStrategy"
             if not isinstance(st, dict):
                 return [_invalid(sp, st, "must be a mapping")]
             if st.get("type") not in STRATEGIES:
-                errs.append(f"{sp}.type: Unsupported value: {json.dumps(st.get('type'))}: supported values: " + ", ".join(f'"{s}"' for s in STRATEGIES))
+                errs.append(f"{sp}.type: Unsupported value: {_show(st.get('type'))}: supported values: " + ", ".join(f'"{s}"' for s in STRATEGIES))
             if st.get("resources") is not None:
                 errs.extend(_resources_errors(st["resources"], f"{sp}.resources"))
             rtcr = st.get("requestedToCapacityRatio")
-            if rtcr is not None:
-                errs.extend(_shape_errors((rtcr or {}).get("shape"), f"{sp}.requestedToCapacityRatio.shape"))
+            rp = f"{sp}.requestedToCapacityRatio"
+            if rtcr is not None and not isinstance(rtcr, dict):
+                errs.append(_type_error(rp, rtcr, "a mapping with a shape"))
             elif st.get("type") == "RequestedToCapacityRatio":
-                errs.append(_required(f"{sp}.requestedToCapacityRatio", "the RequestedToCapacityRatio strategy needs a shape"))
+                if rtcr is None:
+                    errs.append(_required(rp, "must be specified when type is RequestedToCapacityRatio"))
+                else:
+                    errs.extend(_shape_errors(rtcr.get("shape"), f"{rp}.shape"))
+            elif rtcr is not None:
+                errs.append(f"{rp}: Forbidden: must be nil when type is not RequestedToCapacityRatio")
     elif name == "NodeResourcesBalancedAllocation":
         if args.get("resources") is not None:
             errs.extend(_resources_errors(args["resources"], f"{path}.resources", exactly_one=True))
     elif name == "InterPodAffinity":
-        w = args.get("hardPodAffinityWeight", 1)
-        if not _is_int(w) or not 0 <= w <= 100:
-            errs.append(_invalid(f"{path}.hardPodAffinityWeight", w, "not in valid range [0, 100]"))
+        errs.extend(_int_errors(f"{path}.hardPodAffinityWeight", args.get("hardPodAffinityWeight", 1), lo=0, hi=100, msg="not in valid range [0, 100]"))
+        ign = args.get("ignorePreferredTermsOfExistingPods", False)
+        if not isinstance(ign, bool):
+            errs.append(_type_error(f"{path}.ignorePreferredTermsOfExistingPods", ign, "true or false"))
     elif name == "NodeAffinity":
         added = args.get("addedAffinity")
-        if added is not None:
-            ap = f"{path}.addedAffinity"
+        ap = f"{path}.addedAffinity"
+        if added is not None and not isinstance(added, dict):
+            errs.append(_type_error(ap, added, "a mapping (a NodeAffinity)"))
+        elif added is not None:
             req = added.get("requiredDuringSchedulingIgnoredDuringExecution")
-            if req is not None:
-                errs.extend(_node_terms_errors(req.get("nodeSelectorTerms"), f"{ap}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"))
-            for i, p in enumerate(added.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
-                pp = f"{ap}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-                w = p.get("weight")
+            rp = f"{ap}.requiredDuringSchedulingIgnoredDuringExecution"
+            if req is not None and not isinstance(req, dict):
+                errs.append(_type_error(rp, req, "a mapping (a NodeSelector)"))
+            elif req is not None:
+                errs.extend(_node_terms_errors(req.get("nodeSelectorTerms"), f"{rp}.nodeSelectorTerms"))
+            prefs = added.get("preferredDuringSchedulingIgnoredDuringExecution")
+            pfp = f"{ap}.preferredDuringSchedulingIgnoredDuringExecution"
+            if prefs is not None and not isinstance(prefs, list):
+                errs.append(_type_error(pfp, prefs, "a list of weighted preferences"))
+            for i, pref in enumerate(prefs if isinstance(prefs, list) else []):
+                pp = f"{pfp}[{i}]"
+                if not isinstance(pref, dict):
+                    errs.append(_type_error(pp, pref, "a mapping with weight and preference"))
+                    continue
+                w = pref.get("weight")
                 if not _is_int(w) or not 1 <= w <= 100:
                     errs.append(_invalid(f"{pp}.weight", w, "must be in the range 1-100"))
-                errs.extend(_node_terms_errors([p.get("preference") or {}], f"{pp}.preference"))
+                term = pref.get("preference")
+                if term is not None and not isinstance(term, dict):
+                    errs.append(_type_error(f"{pp}.preference", term, "a mapping (a NodeSelectorTerm)"))
+                else:
+                    errs.extend(_node_terms_errors([term or {}], f"{pp}.preference"))
     elif name == "PodTopologySpread":
         dt = args.get("defaultingType", "System") or "System"
         constraints = args.get("defaultConstraints") or []
+        if not isinstance(constraints, list):
+            return [_type_error(f"{path}.defaultConstraints", constraints, "a list of constraints")]
         if dt not in ("System", "List"):
-            errs.append(f"{path}.defaultingType: Unsupported value: {json.dumps(dt)}: supported values: \"List\", \"System\"")
+            errs.append(f"{path}.defaultingType: Unsupported value: {_show(dt)}: supported values: \"List\", \"System\"")
         elif dt == "System" and constraints:
             errs.append(_invalid(f"{path}.defaultingType", dt, "when .defaultConstraints are not empty"))
         seen: set[tuple[str, str]] = set()
         for i, c in enumerate(constraints):
             cp = f"{path}.defaultConstraints[{i}]"
-            if not _is_int(c.get("maxSkew")) or c.get("maxSkew") <= 0:
-                errs.append(_invalid(f"{cp}.maxSkew", c.get("maxSkew"), "not in valid range (0, inf)"))
+            if not isinstance(c, dict):
+                errs.append(_type_error(cp, c, "a mapping (a TopologySpreadConstraint)"))
+                continue
+            skew = c.get("maxSkew")
+            if _is_int(skew) and skew > 0:
+                errs.extend(_int_errors(f"{cp}.maxSkew", skew, lo=1, hi=2**31 - 1, msg="not in valid range (0, inf)"))
+            else:
+                errs.append(_invalid(f"{cp}.maxSkew", skew, "not in valid range (0, inf)"))
             if not c.get("topologyKey"):
                 errs.append(_required(f"{cp}.topologyKey", "can not be empty"))
+            else:
+                errs.extend(_label_name_error(f"{cp}.topologyKey", c["topologyKey"]))
             when = c.get("whenUnsatisfiable")
             if not when:
                 errs.append(_required(f"{cp}.whenUnsatisfiable", "can not be empty"))
             elif when not in ("DoNotSchedule", "ScheduleAnyway"):
-                errs.append(f"{cp}.whenUnsatisfiable: Unsupported value: {json.dumps(when)}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\"")
+                errs.append(f"{cp}.whenUnsatisfiable: Unsupported value: {_show(when)}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\"")
             if c.get("labelSelector") is not None:
                 errs.append(f"{cp}.labelSelector: Forbidden: constraint must not define a selector, as they deduced for each pod")
             key = (str(c.get("topologyKey")), str(when))
             if key in seen:
                 errs.append(f"{path}.defaultConstraints[{i}]: Duplicate value: \"{{{key[0]}, {key[1]}}}\"")
             seen.add(key)
+    elif name == "DefaultPreemption":
+        pct = args.get("minCandidateNodesPercentage", 10)
+        absolute = args.get("minCandidateNodesAbsolute", 100)
+        pe = _int_errors(f"{path}.minCandidateNodesPercentage", pct, lo=0, hi=100, msg="not in valid range [0, 100]")
+        ae = _int_errors(f"{path}.minCandidateNodesAbsolute", absolute, lo=0, hi=2**31 - 1, msg="not in valid range [0, inf)")
+        errs.extend(pe + ae)
+        if not pe and not ae and pct == 0 and absolute == 0:
+            errs.append(_invalid(f"{path}.minCandidateNodesPercentage", pct, "cannot be zero at the same time as minCandidateNodesAbsolute"))
+            errs.append(_invalid(f"{path}.minCandidateNodesAbsolute", absolute, "cannot be zero at the same time as minCandidateNodesPercentage"))
+    elif name == "VolumeBinding":
+        errs.extend(
+            _int_errors(
+                f"{path}.bindTimeoutSeconds", args.get("bindTimeoutSeconds", 600), lo=0, hi=2**63 - 1,
+                msg="invalid BindTimeoutSeconds, should not be a negative value", go_type="int64",
+            )
+        )
     return errs
 
 
@@ -533,13 +677,26 @@ def _plugin_set_errors(ps: Any, path: str, point: str) -> list[str]:
             seen.add(name)
             w = pl.get("weight")
             if w is not None:
-                if not _is_int(w):
-                    errs.append(_invalid(f"{p}.weight", w, "must be an integer"))
-                elif w < 0:
-                    errs.append(_invalid(f"{p}.weight", w, "must not be negative (0 means 1; disable a plugin to turn it off)"))
-                elif w * 100 > 2**63 - 1:
-                    errs.append(_invalid(f"{p}.weight", w, "total score of Score plugins could overflow"))
+                # Plugin.weight is an int32 (pkg/scheduler/apis/config/v1 types): a larger number
+                # does not decode.
+                errs.extend(
+                    _int_errors(
+                        f"{p}.weight", w, lo=0, hi=2**31 - 1, msg="must not be negative (0 means 1; disable a plugin to turn it off)"
+                    )
+                )
     return errs
+
+
+def total_weight_error(weights: Mapping[str, int]) -> str | None:
+    """``framework.NewFramework`` (``pkg/scheduler/framework/runtime/framework.go``): the running
+    sum of ``weight * MaxNodeScore`` over the score plugins must stay below ``MaxTotalScore``
+    (``math.MaxInt64``), else "total score of Score plugins could overflow"."""
+    total = 0
+    for w in weights.values():
+        if w * MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
+            return "total score of Score plugins could overflow"
+        total += w * MAX_NODE_SCORE
+    return None
 
 
 def validate_config_dict(d: Any) -> list[str]:
@@ -554,18 +711,19 @@ def validate_config_dict(d: Any) -> list[str]:
     for k in d:
         if k not in _TOP_FIELDS:
             errs.append(f"{k}: strict decoding error: unknown field \"{k}\"")
-    par = d.get("parallelism", 16)
-    if not _is_int(par) or par <= 0:
-        errs.append(_invalid("parallelism", par, "should be an integer value greater than zero"))
+    errs.extend(_int_errors("parallelism", d.get("parallelism", 16), lo=1, hi=2**31 - 1, msg="should be an integer value greater than zero"))
     pct = d.get("percentageOfNodesToScore")
-    if pct is not None and (not _is_int(pct) or not 0 <= pct <= 100):
-        errs.append(_invalid("percentageOfNodesToScore", pct, "not in valid range [0-100]"))
+    if pct is not None:
+        errs.extend(_int_errors("percentageOfNodesToScore", pct, lo=0, hi=100, msg="not in valid range [0-100]"))
     ib = d.get("podInitialBackoffSeconds", 1)
     mb = d.get("podMaxBackoffSeconds", 10)
-    if not _is_int(ib) or ib <= 0:
-        errs.append(_invalid("podInitialBackoffSeconds", ib, "must be greater than 0"))
-    elif not _is_int(mb) or mb < ib:
-        errs.append(_invalid("podMaxBackoffSeconds", mb, "must be greater than or equal to PodInitialBackoffSeconds"))
+    ib_errs = _int_errors("podInitialBackoffSeconds", ib, lo=1, hi=2**63 - 1, msg="must be greater than 0", go_type="int64")
+    errs.extend(ib_errs)
+    if not ib_errs:
+        errs.extend(
+            _int_errors("podMaxBackoffSeconds", mb, lo=ib, hi=2**63 - 1, msg="must be greater than or equal to PodInitialBackoffSeconds", go_type="int64")
+        )
+    errs.extend(_component_errors(d))
     profiles = d.get("profiles")
     if profiles is None:
         profiles = [{"schedulerName": DEFAULT_SCHEDULER_NAME}]
@@ -589,8 +747,8 @@ def validate_config_dict(d: Any) -> list[str]:
             errs.append(f"{pp}.schedulerName: Duplicate value: {json.dumps(name)}")
         names.add(str(name))
         ppct = prof.get("percentageOfNodesToScore")
-        if ppct is not None and (not _is_int(ppct) or not 0 <= ppct <= 100):
-            errs.append(_invalid(f"{pp}.percentageOfNodesToScore", ppct, "not in valid range [0-100]"))
+        if ppct is not None:
+            errs.extend(_int_errors(f"{pp}.percentageOfNodesToScore", ppct, lo=0, hi=100, msg="not in valid range [0-100]"))
         plugins = prof.get("plugins") or {}
         if not isinstance(plugins, dict):
             errs.append(_invalid(f"{pp}.plugins", plugins, "must be a mapping of extension point to plugin set"))
@@ -627,6 +785,36 @@ def validate_config_dict(d: Any) -> list[str]:
     return errs
 
 
+def _component_errors(d: Mapping[str, Any]) -> list[str]:
+    """The shapes of the component-base fields and the rules of ``ValidateKubeSchedulerConfiguration``
+    on them: ``leaderElection`` and ``clientConnection`` are mappings, a leader-electing scheduler
+    uses the ``leases`` lock (validation.go), ``clientConnection.burst`` is not negative
+    (component-base ``ValidateClientConnectionConfiguration``); the flags are booleans, the
+    addresses strings."""
+    errs: list[str] = []
+    le = d.get("leaderElection")
+    if le is not None and not isinstance(le, dict):
+        errs.append(_type_error("leaderElection", le, "a mapping (a LeaderElectionConfiguration)"))
+    elif le:
+        elect = le.get("leaderElect", True)
+        if not isinstance(elect, bool):
+            errs.append(_type_error("leaderElection.leaderElect", elect, "true or false"))
+        elif elect and le.get("resourceLock", "leases") != "leases":
+            errs.append(_invalid("leaderElection.resourceLock", le.get("resourceLock"), 'resourceLock value must be "leases"'))
+    cc = d.get("clientConnection")
+    if cc is not None and not isinstance(cc, dict):
+        errs.append(_type_error("clientConnection", cc, "a mapping (a ClientConnectionConfiguration)"))
+    elif cc and "burst" in cc:
+        errs.extend(_int_errors("clientConnection.burst", cc["burst"], lo=0, hi=2**31 - 1, msg="must be non-negative"))
+    for k in ("enableProfiling", "enableContentionProfiling", "delayCacheUntilActive"):
+        if k in d and not isinstance(d[k], bool):
+            errs.append(_type_error(k, d[k], "true or false"))
+    for k in ("healthzBindAddress", "metricsBindAddress"):
+        if d.get(k) is not None and not isinstance(d[k], str):
+            errs.append(_type_error(k, d[k], "a string"))
+    return errs
+
+
 def _extender_errors(extenders: Any) -> list[str]:
     """``validateExtenders``: a prioritizing extender needs a positive weight; one binder at most."""
     if extenders is None:
@@ -639,8 +827,11 @@ def _extender_errors(extenders: Any) -> list[str]:
         if not isinstance(e, dict):
             errs.append(_invalid(f"extenders[{i}]", e, "must be a mapping"))
             continue
-        if e.get("prioritizeVerb") and (not _is_int(e.get("weight", 0)) or e.get("weight", 0) <= 0):
-            errs.append(_invalid(f"extenders[{i}].weight", e.get("weight", 0), "must have a positive weight applied to it"))
+        w = e.get("weight", 0)
+        if not _is_int(w) or not -(2**63) <= w < 2**63:
+            errs.append(_type_error(f"extenders[{i}].weight", w, "an int64"))
+        elif e.get("prioritizeVerb") and w <= 0:
+            errs.append(_invalid(f"extenders[{i}].weight", w, "must have a positive weight applied to it"))
         if e.get("bindVerb"):
             binders += 1
     if binders > 1:
@@ -700,6 +891,9 @@ def _profile_from_dict(prof: Mapping[str, Any], *, global_pct: int | None, path:
         if n in weights or n not in DEFAULT_SCORE_WEIGHTS:
             continue
         weights[n] = 1 if not w else int(w)
+    overflow = total_weight_error(weights)
+    if overflow is not None:
+        raise ConfigError(overflow, field=f"{path}.plugins.score")
     filters = {n for n, _ in expand("filter")}
     args: dict[str, Any] = {}
     other = []
@@ -793,13 +987,14 @@ def parse_config(d: Any, *, file: str | Path = "<config>") -> SchedulerConfig:
 
 
 def read_config_dict(path: str | Path) -> Any:
+    """The one document of a configuration file (YAML or JSON), as ``kube-scheduler --config``
+    reads it: missing, binary, non-UTF-8, unparsable and empty files, several documents and
+    repeated keys are a ConfigError naming the file, on one line."""
     p = Path(path)
-    try:
-        return yaml.safe_load(p.read_text())
-    except OSError as err:
-        raise ConfigError(f"cannot read: {err.strerror}", file=p) from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"not valid YAML: {err}", file=p) from None
+    docs = parse_documents(read_text(p), file=p, multi=False)
+    if not docs:
+        raise ConfigError(f"empty file: expected a {KIND}", file=p)
+    return docs[0]
 
 
 def load_config(path: str | Path) -> SchedulerConfig:
@@ -918,8 +1113,38 @@ def dump_config_yaml(cfg: SchedulerConfig) -> str:
     return yaml.safe_dump(config_to_dict(cfg), sort_keys=False, default_flow_style=False)
 
 
-def write_config(cfg: SchedulerConfig, path: str | Path) -> Path:
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` all at once: into a temporary file beside it, then
+    ``os.replace``, so a reader never sees half a file and a failure leaves no file (and no
+    temporary) behind. A path naming a directory, or under a regular file, is a ConfigError."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(dump_config_yaml(cfg))
+    if p.is_dir():
+        raise ConfigError("is a directory; name the file to write", file=p)
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"cannot create it: {parent} is a file, not a directory", file=p)
+            break
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as err:
+        raise ConfigError(f"cannot write: {err.strerror or err}", file=p) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            # mkstemp creates 0600; give the file the mode a plain open() would
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fh.fileno(), 0o666 & ~umask)
+            fh.write(text)
+        os.replace(tmp, p)
+    except BaseException as err:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise ConfigError(f"cannot write: {err.strerror or err}", file=p) from None
+        raise
     return p
+
+
+def write_config(cfg: SchedulerConfig, path: str | Path) -> Path:
+    return write_text_atomic(path, dump_config_yaml(cfg))

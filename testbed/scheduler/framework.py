@@ -19,8 +19,9 @@ computed once per template; data that depends on the profile once per (template,
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,35 @@ _DEFAULT_OWNER_KINDS = frozenset({"ReplicaSet", "ReplicationController", "Statef
 #: System default spreading (``podtopologyspread/plugin.go``, ``systemDefaultConstraints``).
 SYSTEM_DEFAULT_CONSTRAINTS: tuple[tuple[str, int], ...] = ((HOSTNAME_LABEL, 3), (ZONE_LABEL, 5))
 
+# Filter failure reasons, in upstream's words (kubernetes/kubernetes pkg/scheduler/framework/plugins/):
+#: nodeunschedulable/node_unschedulable.go, ErrReasonUnschedulable
+REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+#: nodename/node_name.go, ErrReason
+REASON_NODE_NAME = "node(s) didn't match the requested node name"
+#: nodeaffinity/node_affinity.go, ErrReasonPod and errReasonEnforced
+REASON_NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+REASON_ENFORCED_AFFINITY = "node(s) didn't match scheduler-enforced node affinity"
+#: noderesources/fit.go (fitsRequest): "Too many pods", then fmt.Sprintf("Insufficient %v", resource)
+REASON_TOO_MANY_PODS = "Too many pods"
+
+
+def taint_reason(key: str, value: str) -> str:
+    """tainttoleration/taint_toleration.go (Filter): ``node(s) had untolerated taint {%s: %s}``."""
+    return f"node(s) had untolerated taint {{{key}: {value}}}"
+
+
+def fit_error_message(num_all_nodes: int, reasons: dict[str, list[str]]) -> str:
+    """``FitError.Error()`` (``pkg/scheduler/framework/types.go``): ``NoNodeAvailableMsg``
+    (``"0/%v nodes are available"``), then the histogram of reasons over the nodes as
+    ``"<count> <reason>"`` strings, ``sort.Strings``-sorted and joined by ``", "``, then ``"."``."""
+    counts = Counter(r for rs in reasons.values() for r in rs)
+    histogram = sorted(f"{n} {r}" for r, n in counts.items())
+    return f"0/{num_all_nodes} nodes are available: {', '.join(histogram)}."
+
+
+class FitError(TestbedError):
+    """No node passes Filter (kube-scheduler's ``FitError``); the message is upstream's."""
+
 
 @dataclass(frozen=True)
 class ScoreResult:
@@ -66,15 +96,23 @@ class ScoreResult:
     scores: dict[str, dict[str, Any]]
     selected: str | None
     selected_index: int | None
+    #: every node that fails Filter, to the reasons upstream's plugins give (see :meth:`Scheduler.filter_reasons`)
+    unschedulable: dict[str, list[str]] = field(default_factory=dict)
+    #: upstream's ``FitError`` message when no node fits, else None
+    fit_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "profile": self.profile,
             "feasible": list(self.feasible),
             "skipped": list(self.skipped),
             "scores": self.scores,
             "selected": self.selected,
+            "unschedulable": self.unschedulable,
         }
+        if self.fit_error is not None:
+            out["fit_error"] = self.fit_error
+        return out
 
 
 @dataclass(frozen=True)
@@ -804,6 +842,7 @@ class Scheduler:
             for i, name in enumerate(self.node_names)
         }
         sel = self._decide(pod, advance=False)
+        reasons = self._filter_reasons(t, p, pod, mask)
         return ScoreResult(
             profile=self.profile.scheduler_name,
             feasible=tuple(self.node_names[i] for i in np.flatnonzero(mask)),
@@ -811,4 +850,51 @@ class Scheduler:
             scores=detail,
             selected=None if sel is None else self.node_names[sel],
             selected_index=sel,
+            unschedulable=reasons,
+            fit_error=fit_error_message(self._n, reasons) if sel is None else None,
         )
+
+    def filter_reasons(self, pod: Pod) -> dict[str, list[str]]:
+        """Why each node that fails Filter fails, as kube-scheduler's Filter statuses say it.
+
+        The filters run in the default profile's order (NodeUnschedulable, NodeName,
+        TaintToleration, NodeAffinity, NodeResourcesFit) and, as ``RunFilterPlugins`` does, the
+        first failing plugin decides; NodeResourcesFit reports every insufficient resource
+        (pods, cpu, memory, ephemeral-storage, then the others by name). A not-ready node
+        fails on its ``node.kubernetes.io/not-ready`` taint. Diagnostic only: it re-derives
+        each node's verdict from the same masks as the fast path, which it never slows."""
+        t = self._template(pod)
+        p = self._plan(t)
+        return self._filter_reasons(t, p, pod, self._feasible_mask(t, p, pod))
+
+    def _filter_reasons(self, t: _Template, p: _Plan, pod: Pod, mask: np.ndarray) -> dict[str, list[str]]:
+        return {self.node_names[i]: self._node_reasons(t, p, pod, int(i)) for i in np.flatnonzero(~mask)}
+
+    def _node_reasons(self, t: _Template, p: _Plan, pod: Pod, i: int) -> list[str]:
+        node = self._nodes[i]
+        f = self._filters
+        if "NodeUnschedulable" in f and not t.unsched_ok[i]:
+            return [REASON_UNSCHEDULABLE]
+        if pod.node_name and "NodeName" in f and pod.node_name != node.name:
+            return [REASON_NODE_NAME]
+        if "TaintToleration" in f and not t.taint_ok[i]:
+            for x in node.taints:
+                if x.effect in ("NoSchedule", "NoExecute") and not tolerated(pod.tolerations, x.key, x.value, x.effect):
+                    return [taint_reason(x.key, x.value)]
+        if not self._ready[i] and not t.tol_not_ready:
+            return [taint_reason(NOT_READY_TAINT, "")]
+        if "NodeAffinity" in f:
+            if not self._added_req_ok[i]:
+                return [REASON_ENFORCED_AFFINITY]
+            if not t.affinity_ok[i]:
+                return [REASON_NODE_AFFINITY]
+        out: list[str] = []
+        if "NodeResourcesFit" in f:
+            if self._pod_count[i] + 1 > self._pods_alloc[i]:
+                out.append(REASON_TOO_MANY_PODS)
+            short = [self._res_names[r] for r in p.fit_check if self._requested[r, i] + t.req[r] > self._alloc[r, i]]
+            if t.unknown_requests:
+                short += [r for r, v in pod.requests.items() if r not in self._res_index and v > 0 and r != PODS]
+            first = {CPU: 0, MEMORY: 1, "ephemeral-storage": 2}
+            out += [f"Insufficient {r}" for r in sorted(short, key=lambda r: (first.get(r, 3), r))]
+        return out or ["node(s) didn't pass the Filter plugins"]

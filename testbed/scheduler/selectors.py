@@ -114,6 +114,66 @@ def _fail(msg: str, file: str | None, field: str) -> ConfigError:
     return ConfigError(msg, file=file, field=field)
 
 
+def kind_of(value: Any) -> str:
+    """How an error names what it found instead (``"a list"``, ``"the number 5"``), so the user sees the wrong shape."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def expect_mapping(raw: Any, *, file: str | None, field: str) -> dict[str, Any]:
+    """A mapping field of a Kubernetes object; absent (None) is empty. Anything else is the
+    decoding error the API server's typed decoder would give, as a ConfigError naming the field."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _fail(f"must be a mapping, not {kind_of(raw)}", file, field)
+    return raw
+
+
+def expect_list(raw: Any, *, file: str | None, field: str) -> list[Any]:
+    """A list field; absent (None) is empty."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _fail(f"must be a list, not {kind_of(raw)}", file, field)
+    return raw
+
+
+def expect_str(raw: Any, *, file: str | None, field: str, default: str = "") -> str:
+    """A string field; absent (None) is ``default``. Numbers and booleans are refused rather than
+    converted: the API's decoder refuses them for string fields too."""
+    if raw is None:
+        return default
+    if not isinstance(raw, str):
+        raise _fail(f"must be a string, not {kind_of(raw)}", file, field)
+    return raw
+
+
+def expect_str_map(raw: Any, *, file: str | None, field: str) -> dict[str, str]:
+    """A ``map[string]string`` (labels, nodeSelector, matchLabels)."""
+    out: dict[str, str] = {}
+    for k, v in expect_mapping(raw, file=file, field=field).items():
+        if not isinstance(k, str):
+            raise _fail(f"keys must be strings, not {kind_of(k)}", file, field)
+        out[k] = expect_str(v, file=file, field=f"{field}.{k}") if v is not None else ""
+    return out
+
+
+def expect_str_list(raw: Any, *, file: str | None, field: str) -> list[str]:
+    return [expect_str(v, file=file, field=f"{field}[{i}]") for i, v in enumerate(expect_list(raw, file=file, field=field))]
+
+
 def parse_requirements(raw: Any, *, ops: frozenset[str], file: str | None, field: str) -> tuple[Requirement, ...]:
     if raw is None:
         return ()
@@ -127,10 +187,8 @@ def parse_requirements(raw: Any, *, ops: frozenset[str], file: str | None, field
         op = e.get("operator")
         if op not in ops:
             raise _fail(f"operator {op!r} is not one of {sorted(ops)}", file, f"{f}.operator")
-        values = e.get("values") or []
-        if not isinstance(values, list):
-            raise _fail("must be a list of strings", file, f"{f}.values")
-        out.append(Requirement(e["key"], op, tuple(str(v) for v in values)))
+        values = expect_str_list(e.get("values"), file=file, field=f"{f}.values")
+        out.append(Requirement(e["key"], op, tuple(values)))
     return tuple(out)
 
 
@@ -140,7 +198,8 @@ def parse_label_selector(raw: Any, *, file: str | None = None, field: str = "lab
         return None
     if not isinstance(raw, dict):
         raise _fail("must be a mapping", file, field)
-    reqs = [Requirement(str(k), "In", (str(v),)) for k, v in sorted((raw.get("matchLabels") or {}).items())]
+    labels = expect_str_map(raw.get("matchLabels"), file=file, field=f"{field}.matchLabels")
+    reqs = [Requirement(k, "In", (v,)) for k, v in sorted(labels.items())]
     reqs.extend(parse_requirements(raw.get("matchExpressions"), ops=_LABEL_OPS, file=file, field=f"{field}.matchExpressions"))
     return LabelSelector(tuple(reqs))
 
@@ -177,10 +236,19 @@ def parse_tolerations(raw: Any, *, file: str | None = None, field: str = "spec.t
     for i, t in enumerate(raw):
         if not isinstance(t, dict):
             raise _fail("must be a mapping", file, f"{field}[{i}]")
+        f = f"{field}[{i}]"
         op = t.get("operator") or "Equal"
         if op not in ("Equal", "Exists"):
-            raise _fail(f"operator {op!r} is not Equal or Exists", file, f"{field}[{i}].operator")
-        out.append(Toleration(str(t.get("key") or ""), op, str(t.get("value") or ""), str(t.get("effect") or "")))
+            raise _fail(f"operator {op!r} is not Equal or Exists", file, f"{f}.operator")
+        effect = expect_str(t.get("effect"), file=file, field=f"{f}.effect")
+        if effect not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise _fail(f"effect {effect!r} is not NoSchedule, PreferNoSchedule or NoExecute", file, f"{f}.effect")
+        secs = t.get("tolerationSeconds")
+        if secs is not None and (isinstance(secs, bool) or not isinstance(secs, int)):
+            raise _fail(f"must be an integer number of seconds, not {kind_of(secs)}", file, f"{f}.tolerationSeconds")
+        key = expect_str(t.get("key"), file=file, field=f"{f}.key")
+        value = expect_str(t.get("value"), file=file, field=f"{f}.value")
+        out.append(Toleration(key, op, value, effect))
     return tuple(out)
 
 
