@@ -278,7 +278,8 @@ class ResumableDownloader:
                         if not append:
                             bar.reset(total=self.size)
                         with open(self.part, "ab" if append else "wb") as out:
-                            for chunk in resp.iter_content(chunk_size=1 << 16):
+                            # small chunks: a cut connection loses at most one chunk of what arrived
+                            for chunk in resp.iter_content(chunk_size=1 << 13):
                                 out.write(chunk)
                                 bar.update(len(chunk))
                             out.flush()
@@ -291,8 +292,13 @@ class ResumableDownloader:
                 except requests.exceptions.RequestException as err:
                     last = err
         if last is not None:
-            raise TraceError(f"download interrupted ({type(last).__name__}); {self.part.stat().st_size if self.part.exists() else 0}"
-                             f" of {self.size} bytes kept in {self.part}; run the fetch again to resume", file=url)
+            kept = self.part.stat().st_size if self.part.exists() else 0
+            reason = f"{type(last).__name__}: {str(last).rsplit(': ', 1)[-1].strip(' ()')[:160]}"
+            if not kept:
+                self.part.unlink(missing_ok=True)
+                raise TraceError(f"download failed after {self.attempts} attempts ({reason})", file=url)
+            raise TraceError(f"download interrupted ({reason}); {kept:,} of {self.size:,} bytes kept in "
+                             f"{self.part}; run the fetch again to resume", file=url)
         os.replace(self.part, output_file)
         return None
 
@@ -334,6 +340,7 @@ def _download(f: TraceFile, dest: Path, root: Path, *, label: str, progress: boo
     """``f.url`` to ``dest`` through pooch with the resumable downloader; checksum-checked."""
     import pooch
 
+    pooch.get_logger().setLevel("WARNING")  # our own progress bar and result line say what happens
     part = root / PARTIAL / (f.path.replace("/", "__") + ".part")
     downloader = ResumableDownloader(part, f.size, label=label, progress=progress)
     try:
