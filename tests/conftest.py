@@ -16,6 +16,16 @@ REAL_TRACE_DIRS = trace_store.search_dirs()
 """Where the real traces are, read before any fixture points ``$SCORETUNE_TRACES`` elsewhere."""
 
 
+TRACE_FIXTURES = {"real_trace", "fixture_traces", "use_fixture_traces"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that reads a trace, so CI can rerun them with an empty trace directory."""
+    for item in items:
+        if TRACE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker("traces")
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO

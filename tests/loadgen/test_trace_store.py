@@ -20,6 +20,7 @@ from agent.cli import app
 from loadgen import trace_store
 from loadgen.errors import TraceError
 
+pytestmark = pytest.mark.traces
 runner = CliRunner()
 
 
