@@ -95,3 +95,17 @@ def verify_command(
                          file=missing[0].file.path)
     ok = sum(r.status == "ok" for r in rows)
     typer.echo(f"{ok} file(s) verified, {len(missing)} missing")
+
+
+@app.command("path")
+def path_command(
+    name: str = typer.Argument(..., help="a trace name (see `scoretune traces list`)"),
+    registry: Path | None = REGISTRY_OPTION,
+) -> None:
+    """Print where a fetched trace's files are, one per line (for `workload from-trace`)."""
+    from loadgen.trace_store import locate
+
+    reg = load_registry(registry)
+    trace = reg.get(name)
+    for f in trace.files:
+        typer.echo(str(locate(f.path, reg)))

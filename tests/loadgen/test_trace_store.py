@@ -267,3 +267,13 @@ def test_the_pinned_checksums_match_the_real_traces_where_present(real_trace):
         for f in trace.files:
             path = real_trace(f.path)
             assert trace_store.content_sha256(path) == f.stored_sha256, path
+
+
+def test_path_prints_the_fetched_files_and_names_the_fetch_command_when_missing(local):
+    reg, _, traces = local
+    r = runner.invoke(app, ["traces", "path", "azure2021-invitro-sample", "--registry", str(reg)])
+    assert r.exit_code == 1 and "run `scoretune traces fetch azure2021-invitro-sample`" in r.output
+    assert runner.invoke(app, ["traces", "fetch", "azure2021-invitro-sample", "--registry", str(reg)]).exit_code == 0
+    r = runner.invoke(app, ["traces", "path", "azure2021-invitro-sample", "--registry", str(reg)])
+    assert r.exit_code == 0
+    assert r.output.strip() == str(traces / "azure" / "azure2021_first199_invocations_invitro.csv")
