@@ -20,18 +20,107 @@ Example::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from functions.spec import cpu_milli, memory_bytes
+from functions.errors import InputError
+from functions.spec import parse_quantity
 from testbed.errors import ClusterSpecError
 
 CLUSTERS_DIR = Path(__file__).resolve().parent / "clusters"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+# Upper bounds that keep every per-node sum inside the int64 arrays of the scheduler and the
+# simulator (a typo such as ``1e30`` would otherwise overflow them or allocate terabytes): far
+# above any real node, far below 2**63.
+MAX_NODE_CPU_MILLI = 10**9  # a million cores
+MAX_NODE_MEMORY_BYTES = 2**60  # 1 Ei
+MAX_PULL_BYTES_PER_S = 2**50  # 1 Pi/s
+MAX_NODE_PODS = 10_000  # kubelet's maxPods; Kubernetes documents 110 per node as the supported limit
+
+
+def _quantity_scalar(value: Any) -> Any:
+    """A quantity is written as a string (``500m``, ``8Gi``) or a plain number; YAML's ``true``
+    or a list is not one (pydantic's lax mode would read ``true`` as 1 core)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"must be a Kubernetes quantity such as \"4\", \"500m\" or \"8Gi\", not {value!r}")
+    return value
+
+
+Quantity = Annotated[Any, BeforeValidator(_quantity_scalar)]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} characters)"
+
+
+def quantity(
+    value: Any, *, scale: int = 1, what: str, file: str | Path | None, field: str, upper: int, upper_text: str
+) -> int:
+    """A positive Kubernetes quantity times ``scale``, rounded up (as the API server rounds
+    sub-milli cpu), checked to be finite and at most ``upper``; errors name the file and field."""
+    value_text = _short(value)
+    try:
+        q = parse_quantity(value)
+    except (ValueError, TypeError, ArithmeticError):
+        raise ClusterSpecError(
+            f"{value_text} is not a Kubernetes quantity (e.g. \"4\", \"500m\", \"8Gi\")", file=file, field=field
+        ) from None
+    if not isinstance(q, Decimal) or not q.is_finite():
+        raise ClusterSpecError(f"{value_text} is not a finite quantity", file=file, field=field)
+    too_large = ClusterSpecError(f"{what} {value_text} is too large (at most {upper_text})", file=file, field=field)
+    try:
+        scaled = q * scale
+        if scaled > upper:
+            raise too_large
+        n = int(math.ceil(scaled))
+    except ArithmeticError:  # decimal's Overflow and InvalidOperation are ArithmeticErrors
+        raise too_large from None
+    if n <= 0:
+        raise ClusterSpecError(f"{what} must be positive, got {value_text}", file=file, field=field)
+    return n
+
+
+def read_text(path: Path, *, error: type[InputError] = ClusterSpecError, what: str = "a YAML file") -> str:
+    """The file's text, or one clear error: unreadable, binary, or not UTF-8 (with the offset of
+    the first bad byte, so a user can find it)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise error(f"cannot read: {err.strerror or err}", file=path) from None
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise error(f"a binary file (NUL byte at offset {nul}), not {what}", file=path)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise error(f"not UTF-8 text: byte 0x{raw[err.start]:02x} at offset {err.start}; expected {what}", file=path) from None
+
+
+def yaml_error_line(err: yaml.YAMLError) -> str:
+    """PyYAML's multi-line message in one line: the problem and where it is."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+        m = err.problem_mark
+        what = err.problem or err.context or "syntax error"
+        return f"{what} (line {m.line + 1}, column {m.column + 1})"
+    return " ".join(str(err).split())
+
+
+def validation_error_parts(err: ValidationError) -> tuple[str, str]:
+    """The first pydantic error as (dotted field path, message without pydantic's prefixes)."""
+    e = err.errors()[0]
+    msg = str(e["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix) :]
+    return ".".join(str(p) for p in e["loc"]), msg
 
 
 class _Strict(BaseModel):
@@ -48,20 +137,20 @@ class _Group(_Strict):
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     count: int = Field(default=1, ge=1, le=100_000)
     exact_name: bool = False
-    cpu: str | int | float
-    memory: str | int
-    pods: int | None = Field(default=None, ge=1)
-    speed: float = Field(default=1.0, gt=0, le=100)
+    cpu: Quantity
+    memory: Quantity
+    pods: int | None = Field(default=None, ge=1, le=MAX_NODE_PODS)
+    speed: float = Field(default=1.0, gt=0, le=100, allow_inf_nan=False)
     images: list[str] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[_Taint] = Field(default_factory=list)
-    image_pull_bandwidth: str | int | None = None
+    image_pull_bandwidth: Quantity | None = None
     unschedulable: bool = False
 
 
 class _Defaults(_Strict):
-    pods: int = Field(default=110, ge=1)
-    image_pull_bandwidth: str | int = "50Mi"
+    pods: int = Field(default=110, ge=1, le=MAX_NODE_PODS)
+    image_pull_bandwidth: Quantity = "50Mi"
 
 
 class _ClusterModel(_Strict):
@@ -140,20 +229,21 @@ def parse_cluster(data: Any, *, file: str | Path = "<cluster>") -> ClusterSpec:
     try:
         m = _ClusterModel.model_validate(data)
     except ValidationError as err:
-        e = err.errors()[0]
-        raise ClusterSpecError(e["msg"], file=file, field=".".join(str(p) for p in e["loc"])) from None
+        where, msg = validation_error_parts(err)
+        raise ClusterSpecError(msg, file=file, field=where) from None
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
     for gi, g in enumerate(m.groups):
-        cpu = cpu_milli(g.cpu)
-        mem = memory_bytes(g.memory)
-        if cpu <= 0:
-            raise ClusterSpecError("node cpu must be positive", file=file, field=f"groups.{gi}.cpu")
-        if mem <= 0:
-            raise ClusterSpecError("node memory must be positive", file=file, field=f"groups.{gi}.memory")
-        bw = float(memory_bytes(g.image_pull_bandwidth if g.image_pull_bandwidth is not None else m.defaults.image_pull_bandwidth))
-        if bw <= 0:
-            raise ClusterSpecError("image pull bandwidth must be positive", file=file, field=f"groups.{gi}.image_pull_bandwidth")
+        cpu = quantity(g.cpu, scale=1000, what="node cpu", file=file, field=f"groups.{gi}.cpu",
+                       upper=MAX_NODE_CPU_MILLI, upper_text="1000000 cores")
+        mem = quantity(g.memory, what="node memory", file=file, field=f"groups.{gi}.memory",
+                       upper=MAX_NODE_MEMORY_BYTES, upper_text="1Ei")
+        if g.image_pull_bandwidth is not None:
+            raw_bw, bw_field = g.image_pull_bandwidth, f"groups.{gi}.image_pull_bandwidth"
+        else:
+            raw_bw, bw_field = m.defaults.image_pull_bandwidth, "defaults.image_pull_bandwidth"
+        bw = float(quantity(raw_bw, what="image pull bandwidth", file=file, field=bw_field,
+                            upper=MAX_PULL_BYTES_PER_S, upper_text="1Pi per second"))
         names = [g.name] if (g.exact_name and g.count == 1) else [f"{g.name}-{i}" for i in range(g.count)]
         for name in names:
             if name in seen:
@@ -188,12 +278,16 @@ def load_cluster(path: str | Path) -> ClusterSpec:
     p = Path(path)
     if not p.exists() and (CLUSTERS_DIR / f"{path}.yaml").exists():
         p = CLUSTERS_DIR / f"{path}.yaml"
+    if not p.exists() and p.suffix == "" and "/" not in str(path):
+        shipped = sorted(x.stem for x in CLUSTERS_DIR.glob("*.yaml"))
+        raise ClusterSpecError(f"no such file, nor a shipped cluster; shipped: {', '.join(shipped)}", file=p)
+    text = read_text(p, what="a cluster spec (YAML)")
     try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as err:
-        raise ClusterSpecError(f"cannot read: {err.strerror}", file=p) from None
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise ClusterSpecError(f"not valid YAML: {err}", file=p) from None
+        raise ClusterSpecError(f"not valid YAML: {yaml_error_line(err)}", file=p) from None
+    except RecursionError:
+        raise ClusterSpecError("not a cluster spec: nested too deeply", file=p) from None
     return parse_cluster(data, file=p)
 
 
