@@ -56,6 +56,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: a flag reads as a flag (typer's rich panels print `<bool>` beside every
+    # flag, as if it took a value) and the option lists fit an 80-column terminal
+    rich_markup_mode=None,
 )
 bench_app = typer.Typer(help="Measure the speed of the inner loops and print JSON.", no_args_is_help=True)
 
