@@ -107,14 +107,13 @@ def import_cluster_cmd(
     name: str | None = typer.Option(None, "--name", help="Cluster name (default: the nodes file's stem)."),
 ) -> None:
     """Turn a real cluster's nodes (and running pods) into a cluster spec: a twin to replay traces on."""
-    import yaml
+    from testbed.errors import ClusterSpecError
+    from testbed.sim.importer import import_cluster, write_cluster_yaml
 
-    from testbed.cluster import cluster_to_dict
-    from testbed.sim.importer import import_cluster
-
+    if out.is_dir():  # before reading anything: the user's mistake is the path, say so first
+        raise ClusterSpecError("is a directory; give the path of the cluster spec YAML to write", file=out, field="--out")
     spec = import_cluster(nodes, pods, name=name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"# {spec.description}\n" + yaml.safe_dump(cluster_to_dict(spec), sort_keys=False))
+    write_cluster_yaml(spec, out)
     typer.echo(json.dumps({"out": str(out), "name": spec.name, "nodes": len(spec.nodes)}))
 
 

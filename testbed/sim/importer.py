@@ -23,8 +23,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from functions.spec import memory_bytes
-from testbed.cluster import HOSTNAME_LABEL, ClusterSpec, NodeSpec, Taint, cluster_to_dict, parse_cluster
+from testbed.cluster import (
+    HOSTNAME_LABEL,
+    MAX_PULL_BYTES_PER_S,
+    ClusterSpec,
+    NodeSpec,
+    Taint,
+    cluster_to_dict,
+    parse_cluster,
+    quantity,
+    read_text,
+)
 from testbed.errors import ClusterSpecError
 
 SPEED_ANNOTATION = "scoretune.io/speed"
@@ -33,20 +42,67 @@ REVISION_LABEL = "serving.knative.dev/revision"
 DEFAULT_BANDWIDTH = "50Mi"
 
 
-def _items(path: Path, kind: str) -> list[dict[str, Any]]:
+# Where each field of the round-tripped spec (one group per node, in file order) comes from in
+# the nodes file, so an error of the round trip points at the node that caused it.
+_GROUP_FIELD_SOURCE = {
+    "name": "metadata.name",
+    "cpu": "status.allocatable.cpu",
+    "memory": "status.allocatable.memory",
+    "pods": "status.allocatable.pods",
+    "speed": f"metadata.annotations.{SPEED_ANNOTATION}",
+    "image_pull_bandwidth": f"metadata.annotations.{BANDWIDTH_ANNOTATION}",
+    "images": "status.images",
+    "labels": "metadata.labels",
+    "taints": "spec.taints",
+}
+
+
+def _items(path: Path, kind: str) -> list[Any]:
+    """The objects of ``kubectl get <kind>s -o json``: a ``<Kind>List`` or ``List`` (``items``),
+    one ``<Kind>``, or a bare JSON list."""
+    what = f"`kubectl get {kind.lower()}s -o json` output"
+    text = read_text(path, what=what)
     try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise ClusterSpecError(f"cannot read: {err.strerror}", file=path) from None
+        data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ClusterSpecError(f"not valid JSON: {err.msg} (line {err.lineno})", file=path) from None
-    if isinstance(data, dict) and data.get("kind") == kind:
-        return [data]
-    if isinstance(data, dict) and isinstance(data.get("items"), list):
-        return data["items"]
+        raise ClusterSpecError(f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})", file=path) from None
+    except RecursionError:
+        raise ClusterSpecError(f"not {what}: nested too deeply", file=path) from None
     if isinstance(data, list):
         return data
-    raise ClusterSpecError(f"expected a {kind} list (kubectl get ... -o json)", file=path, field="items")
+    if not isinstance(data, dict):
+        raise ClusterSpecError(f"expected a {kind}List ({what}), not a JSON {type(data).__name__}", file=path)
+    got = data.get("kind")
+    if got == kind:
+        return [data]
+    if got not in (None, f"{kind}List", "List"):
+        raise ClusterSpecError(f"expected a {kind}List ({what}), got kind {got!r}", file=path, field="kind")
+    items = data.get("items")
+    if not isinstance(items, list):
+        raise ClusterSpecError(f"expected a {kind}List ({what}) with a list of items", file=path, field="items")
+    for i, obj in enumerate(items):
+        if isinstance(obj, dict) and obj.get("kind") not in (None, kind):
+            raise ClusterSpecError(f"expected a {kind}, got kind {obj.get('kind')!r}", file=path, field=f"items[{i}].kind")
+    return items
+
+
+def _annotations(obj: dict[str, Any], *, file: Path, where: str) -> dict[str, Any]:
+    ann = (obj.get("metadata") or {}).get("annotations") or {}
+    if not isinstance(ann, dict):
+        raise ClusterSpecError(f"must be a mapping, not a {type(ann).__name__}", file=file, field=f"{where}.metadata.annotations")
+    return ann
+
+
+def _speed(ann: dict[str, Any], *, file: Path, field: str) -> float:
+    """The node's speed annotation: a finite number in (0, 100], as the cluster spec allows."""
+    raw = ann.get(SPEED_ANNOTATION, 1.0)
+    try:
+        speed = float(raw) if not isinstance(raw, bool) else math.nan
+    except (TypeError, ValueError):
+        speed = math.nan
+    if not (math.isfinite(speed) and 0.0 < speed <= 100.0):
+        raise ClusterSpecError(f"{raw!r} is not a speed: a number in (0, 100], 1.0 = the reference node", file=file, field=field)
+    return speed
 
 
 def import_cluster(nodes_json: str | Path, pods_json: str | Path | None = None, *, name: str | None = None) -> ClusterSpec:
@@ -57,6 +113,8 @@ def import_cluster(nodes_json: str | Path, pods_json: str | Path | None = None, 
     raw_nodes = _items(npath, "Node")
     if not raw_nodes:
         raise ClusterSpecError("no nodes in the file", file=npath, field="items")
+    if name is not None and not name.strip():
+        raise ClusterSpecError("the cluster name must not be empty", field="--name")
     used: dict[str, Counter[str]] = {}
     subtracted = 0
     if pods_json is not None:
@@ -76,16 +134,16 @@ def import_cluster(nodes_json: str | Path, pods_json: str | Path | None = None, 
     nodes: list[NodeSpec] = []
     for i, obj in enumerate(raw_nodes):
         n = node_from_k8s(obj, file=str(npath), where=f"items[{i}]")
-        ann = (obj.get("metadata") or {}).get("annotations") or {}
+        ann = _annotations(obj, file=npath, where=f"items[{i}]")
         where = f"items[{i}].metadata.annotations"
-        try:
-            speed = float(ann.get(SPEED_ANNOTATION, 1.0))
-        except ValueError:
-            raise ClusterSpecError(f"{SPEED_ANNOTATION} must be a number", file=npath, field=where) from None
-        try:
-            bw = float(memory_bytes(ann.get(BANDWIDTH_ANNOTATION, DEFAULT_BANDWIDTH)))
-        except (ValueError, ArithmeticError):
-            raise ClusterSpecError(f"{BANDWIDTH_ANNOTATION} must be a quantity", file=npath, field=where) from None
+        speed = _speed(ann, file=npath, field=f"{where}.{SPEED_ANNOTATION}")
+        bw = float(quantity(ann.get(BANDWIDTH_ANNOTATION, DEFAULT_BANDWIDTH), what="image pull bandwidth", file=npath,
+                            field=f"{where}.{BANDWIDTH_ANNOTATION}", upper=MAX_PULL_BYTES_PER_S,
+                            upper_text="1Pi per second"))
+        for res in (CPU, MEMORY):
+            if n.allocatable.get(res, 0) <= 0:
+                raise ClusterSpecError(f"node {n.name!r} has no allocatable {res} (status.allocatable or status.capacity)",
+                                       file=npath, field=f"items[{i}].status.allocatable.{res}")
         u = used.get(n.name, Counter())
         cpu = n.allocatable.get(CPU, 0) - u[CPU]
         mem = n.allocatable.get(MEMORY, 0) - u[MEMORY]
@@ -115,8 +173,52 @@ def import_cluster(nodes_json: str | Path, pods_json: str | Path | None = None, 
     if pods_json is not None:
         desc += f"; requests of {subtracted} running non-Knative pods subtracted from allocatable"
     spec = ClusterSpec(name=name or npath.stem, description=desc, nodes=tuple(nodes))
-    # round-trip through the YAML form so what is written is exactly what loads
-    return parse_cluster(cluster_to_dict(spec), file=f"<import of {npath}>")
+    # round-trip through the YAML form so what is written is exactly what loads; the spec has one
+    # group per node in file order, so an error there is the node's: say which, in its own terms
+    try:
+        return parse_cluster(cluster_to_dict(spec), file=f"<import of {npath}>")
+    except ClusterSpecError as err:
+        parts = (err.field or "").split(".")
+        if len(parts) >= 3 and parts[0] == "groups" and parts[1].isdigit():
+            source = _GROUP_FIELD_SOURCE.get(parts[2], parts[2])
+            raise ClusterSpecError(f"node {nodes[int(parts[1])].name!r}: {err.detail}", file=npath,
+                                   field=f"items[{parts[1]}].{source}") from None
+        raise ClusterSpecError(err.detail, file=npath, field=err.field) from None
+
+
+def write_cluster_yaml(spec: ClusterSpec, out: str | Path) -> Path:
+    """Write ``spec`` as YAML atomically: a temporary file beside ``out`` replaces it only once
+    complete, so a failed write never leaves a spec that looks good (nor a stray temporary)."""
+    import os
+    import tempfile
+
+    import yaml
+
+    path = Path(out)
+    if path.is_dir():
+        raise ClusterSpecError("is a directory; give the path of the cluster spec YAML to write", file=path, field="--out")
+    text = f"# {spec.description}\n" + yaml.safe_dump(cluster_to_dict(spec), sort_keys=False)
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ClusterSpecError(f"cannot write: {parent} is a file, not a directory", file=path, field="--out")
+            break
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise ClusterSpecError(f"cannot write: {err.strerror or err}", file=path, field="--out") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise ClusterSpecError(f"cannot write: {err.strerror or err}", file=path, field="--out") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def alibaba_node_mix(
