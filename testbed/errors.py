@@ -17,4 +17,11 @@ class ClusterSpecError(InputError):
     """An invalid or impossible cluster spec."""
 
 
-__all__ = ["ClusterSpecError", "ConfigError", "InputError", "ScoretuneError", "TestbedError"]
+class InfeasibleClusterError(ClusterSpecError):
+    """A function's pod fits on no node of the cluster, even an empty one (every node too small
+    for its requests, tainted, unschedulable or not matching its selector). Deterministic: the
+    same cluster, functions and scheduler filters fail the same way on every run and seed, so a
+    caller must not retry it (the tuning loop stops on it rather than voiding the trial)."""
+
+
+__all__ = ["ClusterSpecError", "ConfigError", "InfeasibleClusterError", "InputError", "ScoretuneError", "TestbedError"]
