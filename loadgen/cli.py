@@ -17,8 +17,8 @@ import numpy as np
 import typer
 import yaml
 
-from loadgen.errors import InputError
-from loadgen.workload import Workload, read_workload, write_workload
+from loadgen.errors import InputError, LoadgenError
+from loadgen.workload import Workload, atomic_write, check_output_path, read_workload, write_workload
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +34,12 @@ def _names(text: str | None) -> list[str] | None:
 
 def _floats(text: str, field: str) -> list[float]:
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"expected comma-separated numbers, got {text!r}", field=field) from None
+    if not values:
+        raise InputError(f"expected comma-separated numbers, got {text!r}", field=field)
+    return values
 
 
 def _function_shares(text: str, field: str = "--functions") -> list[str] | dict[str, float]:
@@ -45,15 +48,32 @@ def _function_shares(text: str, field: str = "--functions") -> list[str] | dict[
     if not parts:
         raise InputError("at least one function is needed", field=field)
     if all("=" not in p for p in parts):
+        dupes = sorted({n for n in parts if parts.count(n) > 1})
+        if dupes:
+            raise InputError(f"function {dupes[0]!r} is given twice", field=field)
         return parts
     shares: dict[str, float] = {}
     for p in parts:
         name, _, share = p.partition("=")
+        name = name.strip()
+        if not name:
+            raise InputError(f"expected NAME or NAME=SHARE, got {p!r}", field=field)
+        if name in shares:
+            raise InputError(f"function {name!r} is given twice", field=field)
         try:
-            shares[name.strip()] = float(share) if share else 1.0
+            shares[name] = float(share) if share.strip() else 1.0
         except ValueError:
             raise InputError(f"share of {name!r} is not a number: {share!r}", field=field) from None
     return shares
+
+
+SYNTH_OPTIONS = {
+    "rate_per_s": "--rate", "mean_rate_per_s": "--rate", "rates_per_s": "--rates", "mean_dwell_s": "--dwell",
+    "step_s": "--step-s", "duration_s": "--duration", "amplitude": "--amplitude", "period_s": "--period",
+    "functions": "--functions",
+}
+"""The generators' parameter names -> the ``workload synth`` options that set them, so an error
+names the option the user typed."""
 
 
 @workload_app.command("from-trace")
@@ -63,7 +83,7 @@ def from_trace(
     minutes: float | None = typer.Option(None, "--minutes", help="compress the trace's span into this many minutes"),
     rate_scale: float = typer.Option(1.0, "--rate-scale", help="multiply the arrival rate (thin or replicate)"),
     functions: str | None = typer.Option(None, "--functions", help="suite functions to map onto, comma-separated"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0),
     trace_replay: bool = typer.Option(False, "--trace-replay", help="send all to the trace-driven function with the trace's own durations"),
     window: str | None = typer.Option(None, "--window", help="START,END in trace seconds: keep only that span"),
     out: Path = typer.Option(..., "-o", "--out", help="workload Parquet file to write"),
@@ -71,6 +91,7 @@ def from_trace(
     """Turn a public trace into a workload."""
     from loadgen.traces import read_trace
 
+    check_output_path(out, what="workload file")
     span = None
     if window is not None:
         bounds = _floats(window, "--window")
@@ -94,80 +115,160 @@ def synth(
     duration: float = typer.Option(600.0, "--duration", help="seconds (steps: the sum of the steps)"),
     amplitude: float = typer.Option(0.5, "--amplitude", help="diurnal: relative swing in [0, 1]"),
     period: float | None = typer.Option(None, "--period", help="diurnal: period (s), default the duration"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0),
     out: Path = typer.Option(..., "-o", "--out", help="workload Parquet file to write"),
 ) -> None:
-    """Generate a synthetic workload with a seed."""
-    from loadgen import synth as gen
+    """Generate a synthetic workload with a seed.
 
-    fns = _function_shares(functions)
-    if kind == "poisson":
-        wl = gen.poisson(rate, duration, fns, seed=seed)
-    elif kind == "mmpp":
-        wl = gen.mmpp(_floats(rates, "--rates"), _floats(dwell, "--dwell"), duration, fns, seed=seed)
-    elif kind == "diurnal":
-        wl = gen.diurnal(rate, duration, fns, amplitude=amplitude, period_s=period, seed=seed)
-    elif kind == "steps":
-        lengths = _floats(step_s, "--step-s")
-        wl = gen.steps(_floats(rates, "--rates"), lengths[0] if len(lengths) == 1 else lengths, fns, seed=seed)
-    else:
+    Function names must be suite functions (``functions/*/spec.yaml``), as ``from-trace`` requires:
+    a workload naming a function the suite lacks would only fail later, in a replay or simulation.
+    """
+    from loadgen import synth as gen
+    from loadgen.mapping import resolve_suite
+
+    if kind not in gen.GENERATORS:
         raise InputError(f"unknown generator {kind!r}; known: {sorted(gen.GENERATORS)}", field="kind")
+    check_output_path(out, what="workload file")
+    fns = _function_shares(functions)
+    try:
+        resolve_suite(list(fns), None)
+    except InputError as err:
+        raise InputError(err.detail, field="--functions") from None
+    try:
+        if kind == "poisson":
+            wl = gen.poisson(rate, duration, fns, seed=seed)
+        elif kind == "mmpp":
+            wl = gen.mmpp(_floats(rates, "--rates"), _floats(dwell, "--dwell"), duration, fns, seed=seed)
+        elif kind == "diurnal":
+            wl = gen.diurnal(rate, duration, fns, amplitude=amplitude, period_s=period, seed=seed)
+        else:
+            lengths = _floats(step_s, "--step-s")
+            wl = gen.steps(_floats(rates, "--rates"), lengths[0] if len(lengths) == 1 else lengths, fns, seed=seed)
+    except InputError as err:
+        if err.file is None and err.field in SYNTH_OPTIONS:
+            raise InputError(err.detail, field=SYNTH_OPTIONS[err.field]) from None
+        raise
     write_workload(wl, out)
     _print_summary(wl, out)
 
 
+NICE_BINS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0,
+               300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0, 43200.0, 86400.0)
+"""Bin widths a reader takes in at a glance: 1-2-5 below a second, then 1 s ... 1 min ... 1 h ... 1 day."""
+
+PEAK_WINDOW_S = 1.0
+"""The window of the reported peak rate: the most arrivals in any 1 s span, whatever the plot's bins."""
+
+
+def bin_width(duration_s: float, target_bins: int = 200) -> float:
+    """The smallest round width (:data:`NICE_BINS_S`, whole days beyond) giving at most about
+    ``target_bins`` bins over ``duration_s``."""
+    want = max(float(duration_s), 1e-9) / target_bins
+    for w in NICE_BINS_S:
+        if w >= want:
+            return w
+    days = 86400.0
+    return days * float(np.ceil(want / days))
+
+
+def format_width(seconds: float) -> str:
+    """``0.05 s``, ``10 s``, ``5 min``, ``1 h``, ``2 d``."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"
+
+
+def peak_count(t_s: np.ndarray, window_s: float = PEAK_WINDOW_S) -> int:
+    """The most arrivals in any half-open window ``[a, a + window_s)``: a maximum is attained at a
+    window starting at an arrival, so one binary search per arrival finds it exactly (no grid
+    whose phase could split a burst, and no memory that grows with the duration)."""
+    t = np.sort(np.asarray(t_s, dtype=np.float64))
+    if t.size == 0:
+        return 0
+    ends = np.searchsorted(t, t + window_s, side="left")
+    return int(np.max(ends - np.arange(t.size)))
+
+
 def rate_series(workload: Workload, bin_s: float | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], float]:
-    """Bin edges and requests/s per function in each bin (about 200 bins by default)."""
+    """Bin edges and requests/s per function in each bin (a round width, at most about 200 bins by default)."""
     duration = max(float(workload.metadata.get("duration_s") or 0.0), workload.duration_s, 1e-9)
-    bin_s = bin_s or max(duration / 200.0, 0.001)
-    edges = np.arange(0.0, duration + bin_s, bin_s)
-    if edges.size < 2:
-        edges = np.array([0.0, bin_s])
+    bin_s = bin_s or bin_width(duration)
+    n_bins = max(int(np.ceil(duration / bin_s - 1e-9)), 1)
+    if workload.duration_s >= n_bins * bin_s:  # the last arrival sits exactly on the edge
+        n_bins += 1
+    edges = np.arange(n_bins + 1) * bin_s
     per_fn = {}
     for fn, g in workload.frame.groupby("function", sort=True):
         per_fn[str(fn)] = np.histogram(g["t_s"].to_numpy(), bins=edges)[0] / bin_s
     return edges, per_fn, bin_s
 
 
+def _fmt_meta(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def summary_rows(workload: Workload) -> list[tuple[str, str]]:
-    edges, per_fn, bin_s = rate_series(workload)
-    total = sum(per_fn.values()) if per_fn else np.zeros(1)
-    duration = float(edges[-1])
+    """Field/value rows of the summary: counts, the mean rate and the true peak rate (the most
+    requests in any :data:`PEAK_WINDOW_S` window, not a coarse bin's average)."""
+    duration = max(float(workload.metadata.get("duration_s") or 0.0), workload.duration_s)
+    window = format_width(PEAK_WINDOW_S)
     rows = [
         ("name", workload.name),
         ("source", str(workload.metadata.get("source", "?"))),
         ("seed", str(workload.metadata.get("seed", "?"))),
         ("requests", str(len(workload))),
         ("duration (s)", f"{duration:.1f}"),
-        ("mean rate (req/s)", f"{len(workload) / duration:.2f}" if duration else "0"),
-        (f"peak rate (req/s, {bin_s:.3g} s bins)", f"{float(np.max(total)):.2f}"),
+        ("mean rate (req/s)", f"{len(workload) / duration:.2f}" if duration else "-"),
+        (f"peak rate (req/s, any {window})", f"{peak_count(workload.frame['t_s'].to_numpy()) / PEAK_WINDOW_S:g}"),
+        ("plot bins", format_width(bin_width(max(duration, 1e-9)))),
     ]
     for k in ("rate_scale", "time_compression", "minutes"):
         if workload.metadata.get(k) is not None:
-            rows.append((k, f"{workload.metadata[k]:g}" if isinstance(workload.metadata[k], float) else str(workload.metadata[k])))
+            rows.append((k, _fmt_meta(workload.metadata[k])))
     mapping = workload.metadata.get("mapping") or {}
-    if mapping:
+    if isinstance(mapping, dict) and mapping:
         rows.append(("function mapping", str(mapping.get("method"))))
-    counts = workload.frame["function"].value_counts()
-    for fn, n in counts.items():
-        rows.append((f"  {fn}", f"{n} ({100.0 * n / max(len(workload), 1):.1f}%)"))
     return rows
 
 
+def function_rows(workload: Workload) -> list[tuple[str, str, str, str]]:
+    """Per function, busiest first: requests, share, and its own peak rate in any 1 s window."""
+    n = max(len(workload), 1)
+    out = []
+    frame = workload.frame
+    for fn, count in frame["function"].value_counts().items():
+        peak = peak_count(frame.loc[frame["function"] == fn, "t_s"].to_numpy()) / PEAK_WINDOW_S
+        out.append((str(fn), str(int(count)), f"{100.0 * count / n:.1f}%", f"{peak:g}"))
+    return out
+
+
 def _print_summary(workload: Workload, path: Path | None = None) -> None:
+    """Two tables sized to their content (80 columns for the suite's names): function names are
+    never wrapped or cut, the wide provenance values wrap instead."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"workload {path}" if path else "workload", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value")
+    console = Console()
+    table = Table(title=f"workload {path}" if path else "workload", show_header=False, title_justify="left")
+    table.add_column("field", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")
     for k, v in summary_rows(workload):
         table.add_row(k, v)
-    Console().print(table)
+    console.print(table)
+    rows = function_rows(workload)
+    fn_table = Table(show_header=True, header_style="bold")
+    fn_table.add_column("function", no_wrap=True, min_width=min(max(len(r[0]) for r in rows), 48), overflow="fold")
+    fn_table.add_column("requests", justify="right", no_wrap=True)
+    fn_table.add_column("share", justify="right", no_wrap=True)
+    fn_table.add_column(f"peak req/s ({format_width(PEAK_WINDOW_S)})", justify="right", no_wrap=True)
+    for r in rows:
+        fn_table.add_row(*r)
+    console.print(fn_table)
 
 
 def plot_rate(workload: Workload, png: Path) -> Path:
-    """A PNG of requests/s over time, one line per function (top 8) and the total."""
+    """A PNG of requests/s over time, one line per function (top 8) and the total; written atomically."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -176,22 +277,24 @@ def plot_rate(workload: Workload, png: Path) -> Path:
     edges, per_fn, bin_s = rate_series(workload)
     mid = (edges[:-1] + edges[1:]) / 2.0
     fig, ax = plt.subplots(figsize=(9, 4), dpi=100)
-    if per_fn:
-        total = sum(per_fn.values())
-        ax.plot(mid, total, color="black", lw=1.5, label="total")
-        top = sorted(per_fn, key=lambda f: -per_fn[f].sum())[:8]
-        if len(per_fn) > 1:
-            for f in top:
-                ax.plot(mid, per_fn[f], lw=0.8, label=f)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel(f"requests/s ({bin_s:.3g} s bins)")
-    ax.set_title(workload.name)
-    ax.legend(loc="upper right", fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png)
-    plt.close(fig)
+    try:
+        if per_fn:
+            total = sum(per_fn.values())
+            ax.plot(mid, total, color="black", lw=1.5, label="total")
+            top = sorted(per_fn, key=lambda f: -per_fn[f].sum())[:8]
+            if len(per_fn) > 1:
+                for f in top:
+                    ax.plot(mid, per_fn[f], lw=0.8, label=f)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel(f"requests/s ({format_width(bin_s)} bins)")
+        ax.set_title(workload.name)
+        if per_fn:
+            ax.legend(loc="upper right", fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        atomic_write(png, lambda tmp: fig.savefig(tmp, format="png"), what="plot file", example="rate.png")
+    finally:
+        plt.close(fig)
     return png
 
 
@@ -200,10 +303,15 @@ def show(
     path: Path = typer.Argument(..., help="a workload Parquet file"),
     png: Path | None = typer.Option(None, "--png", help="where to write the rate plot (default: beside WL, .rate.png)"),
 ) -> None:
-    """Print a summary table and write a PNG of the arrival rate over time."""
+    """Print a summary table and write a PNG of the arrival rate over time.
+
+    The peak rate is the most requests in any 1 s window (exact, whatever the plot's bins); the
+    plot's bin width is a round one chosen from the duration (1 s, 10 s, 1 min, ...).
+    """
+    png = check_output_path(png or path.with_suffix(".rate.png"), what="plot file", example="rate.png")
     wl = read_workload(path)
     _print_summary(wl, path)
-    out = plot_rate(wl, png or path.with_suffix(".rate.png"))
+    out = plot_rate(wl, png)
     typer.echo(f"rate plot: {out}")
 
 
@@ -211,12 +319,18 @@ def parse_targets(text: str) -> dict[str, str]:
     """A function -> URL map from a JSON/YAML file or inline ``a=http://...,b=http://...``."""
     p = Path(text)
     if p.exists():
+        if p.is_dir():
+            raise InputError("is a directory, not a function -> URL map", file=p, field="--targets")
         try:
-            data = yaml.safe_load(p.read_text())
+            data = yaml.safe_load(p.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise InputError(f"not UTF-8 text (byte {err.start}); expected a JSON/YAML map", file=p) from None
         except yaml.YAMLError as err:
-            raise InputError(f"not JSON/YAML: {err}", file=p) from None
+            raise InputError(f"not JSON/YAML: {str(err).splitlines()[0]}", file=p) from None
+        except OSError as err:
+            raise InputError(f"cannot read: {err.strerror or err}", file=p) from None
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-            raise InputError("must map function names to URLs", file=p)
+            raise InputError(f"must map function names to URLs, got {type(data).__name__}", file=p)
         return {str(k): v for k, v in data.items()}
     out = {}
     for part in text.split(","):
@@ -237,13 +351,21 @@ def replay_command(
     host_template: str | None = typer.Option(None, "--host-template", help='Host header, e.g. "{function}.default.example.com"'),
     remote_workers: int = typer.Option(0, "--remote-workers", help="workers on other machines the master waits for"),
     master_bind_host: str = typer.Option("127.0.0.1", "--master-bind-host", help="address the master listens on"),
-    master_port: int | None = typer.Option(None, "--master-port", help="fixed master port (needed by remote workers)"),
+    master_port: int | None = typer.Option(None, "--master-port", min=1, max=65535,
+                                           help="fixed master port (needed by remote workers)"),
 ) -> None:
-    """Replay a workload open loop with Locust and record every request."""
+    """Replay a workload open loop with Locust and record every request.
+
+    Exits 1 with one line when the load generator failed, or when no request succeeded (then the
+    line gives the first request's error, e.g. "connection refused"); the run directory is written
+    either way, with each request's error in the ``error`` column of ``requests.parquet``.
+    """
     from loadgen.replay import replay
 
     if (target is None) == (targets is None):
         raise InputError("give exactly one of --target URL or --targets MAP", field="--target")
+    if out.exists() and not out.is_dir():
+        raise InputError("is a file; --out names the run directory to write", file=out)
     wl = read_workload(workload)
     result = replay(wl, target if target is not None else parse_targets(targets or ""), out, timeout_s=timeout,
                     workers=workers, host_template=host_template, info={"workload_file": str(workload)},
@@ -253,7 +375,20 @@ def replay_command(
             "dispatch_lag_p50_s", "dispatch_lag_p99_s", "late_dispatches", "failed")
     typer.echo(json.dumps({k: s.get(k) for k in keys}, indent=2))
     if result.failed:
-        raise typer.Exit(1)
+        raise LoadgenError(f"replay failed: {s.get('failure')} (run directory {out})")
+    if s.get("count") and not s.get("ok"):
+        raise LoadgenError(f"0 of {s['count']} requests succeeded; the first failed with: {first_error(result.requests)} "
+                           f"(run directory {out})")
+
+
+def first_error(requests: Any) -> str:
+    """The error of the earliest scheduled request that did not succeed (``?`` if none is recorded)."""
+    bad = requests[requests["status"] != "ok"].sort_values("scheduled_s", kind="stable")
+    if bad.empty:
+        return "?"
+    row = bad.iloc[0]
+    reason = row.get("error") if "error" in bad.columns else None
+    return str(reason) if isinstance(reason, str) and reason else str(row["status"])
 
 
 def _bench_step(rate: float, duration_s: float, workers: int, seed: int) -> dict[str, Any]:

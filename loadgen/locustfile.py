@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import resource
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,9 @@ if _soft < _want:
     resource.setrlimit(resource.RLIMIT_NOFILE, (_want, _hard))
 
 _plan: gevent.event.AsyncResult = gevent.event.AsyncResult()
-_records: dict[str, list] = {k: [] for k in ("request_id", "sent_s", "finished_s", "status", "http_status", "node", "cold_start")}
+_records: dict[str, list] = {
+    k: [] for k in ("request_id", "sent_s", "finished_s", "status", "http_status", "node", "cold_start", "error")
+}
 _state: dict[str, Any] = {"index": 0, "written": False, "dispatching": False, "done_workers": 0}
 
 
@@ -104,6 +107,38 @@ def _is_timeout(exc: BaseException | None) -> bool:
     return False
 
 
+_ERRNO_REASONS: tuple[tuple[type[BaseException], str], ...] = (
+    (ConnectionRefusedError, "connection refused"),
+    (ConnectionResetError, "connection reset by the server"),
+    (ConnectionAbortedError, "connection aborted"),
+    (BrokenPipeError, "connection closed by the server (broken pipe)"),
+    (socket.gaierror, "cannot resolve the host name"),
+)
+
+
+def _reason(exc: BaseException | None, code: int | None, timeout_s: float) -> str | None:
+    """Why a request failed, in words a reader of ``requests.parquet`` acts on: "connection
+    refused", "HTTP 503", "timeout after 30 s"; None for a success. Locust wraps socket errors
+    (geventhttpclient's RetriesExceeded(original=...)), so the chain is walked for the cause."""
+    if exc is None:
+        return None
+    if _is_timeout(exc):
+        return f"timeout after {timeout_s:g} s"
+    if code:
+        return f"HTTP {code}"
+    e: BaseException | None = exc
+    for _ in range(5):
+        if e is None:
+            break
+        for kind, text in _ERRNO_REASONS:
+            if isinstance(e, kind):
+                return text
+        if isinstance(e, OSError) and e.strerror:
+            return str(e.strerror)
+        e = getattr(e, "original", None) or e.__cause__ or e.__context__
+    return f"{type(exc).__name__}: {exc}"[:200]
+
+
 def _header(response, name: str) -> str | None:
     headers = getattr(response, "headers", None)
     if not headers:
@@ -140,6 +175,7 @@ def _on_request(request_type, name, response_time, response_length, response=Non
     r["http_status"].append(code)
     r["node"].append(_header(response, "X-Scoretune-Node"))
     r["cold_start"].append(None if cold is None else cold.strip().lower() == "true")
+    r["error"].append(_reason(exception, code, context.get("timeout_s", 0.0)))
 
 
 def _write_records(index: int, records: dict[str, list]) -> None:
@@ -196,7 +232,7 @@ class ScheduleUser(User):
         headers = {"X-Scoretune-Function": name, "Content-Type": "application/json"}
         if plan["hosts"][f]:
             headers["Host"] = plan["hosts"][f]
-        ctx = {"request_id": int(a["request_id"][k]), "epoch": epoch, "sent": time.time()}
+        ctx = {"request_id": int(a["request_id"][k]), "epoch": epoch, "sent": time.time(), "timeout_s": plan["timeout_s"]}
         url = plan["urls"][f]
         try:
             with gevent.Timeout(plan["timeout_s"] + 1.0):

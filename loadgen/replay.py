@@ -9,7 +9,9 @@ monkey-patches the process with gevent.
 Accounting is exact: every scheduled request appears once. One the load generator never reported
 (its process died, was killed at the deadline, or never started) is recorded as ``error`` with
 ``sent_s`` null, and the run is marked failed with the reason, so ``ok + errors + timeouts`` always
-equals the schedule and a broken load generator never reads as a good number.
+equals the schedule and a broken load generator never reads as a good number. Every request that
+is not ``ok`` says why in the ``error`` column ("connection refused", "HTTP 503", "timeout after
+30 s", "never reported by the load generator").
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 FUNCTION_HEADER = "X-Scoretune-Function"
 STARTUP_ALLOWANCE_S = 60.0
 """How long Locust may take to start and connect its workers before the run counts as failed."""
+UNREPORTED = "never reported by the load generator"
+"""The ``error`` of a scheduled request no load process recorded (it died, was killed, never started)."""
 
 
 def _free_port() -> int:
@@ -69,7 +73,21 @@ def resolve_targets(
         bad = [u for u in urls if not u.startswith(("http://", "https://"))]
         if bad:
             raise InputError(f"target must be an http(s) URL, got {bad[0]!r}", field="targets")
-    hosts = [host_template.format(function=f) if host_template else None for f in functions]
+    hosts: list[str | None] = []
+    for f in functions:
+        if not host_template:
+            hosts.append(None)
+            continue
+        try:
+            host = host_template.format(function=f)
+        except (KeyError, IndexError, ValueError, AttributeError) as err:
+            raise InputError(
+                f"bad template {host_template!r} ({type(err).__name__}: {err}); the one placeholder is {{function}}",
+                field="host_template",
+            ) from None
+        if not host or any(c.isspace() or not c.isprintable() for c in host):
+            raise InputError(f"template gives the Host header {host!r}, which is empty or has spaces", field="host_template")
+        hosts.append(host)
     return urls, hosts
 
 
@@ -98,11 +116,12 @@ def merge_records(workload: Workload, records_dir: Path) -> tuple[pd.DataFrame, 
     """The requests table: one row per scheduled request, filled from every ``records-*.json``.
 
     Returns the table and how many scheduled requests no load process reported (those are
-    ``error`` with ``sent_s`` null)."""
+    ``error`` with ``sent_s`` null and the error :data:`UNREPORTED`)."""
     n = len(workload)
     sent = np.full(n, np.nan)
     finished = np.full(n, np.nan)
     status = np.full(n, "error", dtype=object)
+    error = np.full(n, UNREPORTED, dtype=object)
     http = np.full(n, -1, dtype=np.int64)
     node = np.full(n, None, dtype=object)
     cold = np.full(n, None, dtype=object)
@@ -117,6 +136,8 @@ def merge_records(workload: Workload, records_dir: Path) -> tuple[pd.DataFrame, 
         sent[rid] = np.asarray(rec["sent_s"], dtype=np.float64)
         finished[rid] = np.asarray(rec["finished_s"], dtype=np.float64)
         status[rid] = np.asarray(rec["status"], dtype=object)
+        reasons = rec.get("error")  # absent in records of older locustfiles
+        error[rid] = np.asarray(reasons if reasons is not None else [None] * rid.size, dtype=object)
         http[rid] = [(-1 if c is None else int(c)) for c in rec["http_status"]]
         node[rid] = np.asarray(rec["node"], dtype=object)
         cold[rid] = np.asarray(rec["cold_start"], dtype=object)
@@ -135,6 +156,7 @@ def merge_records(workload: Workload, records_dir: Path) -> tuple[pd.DataFrame, 
             "http_status": pd.array([None if c < 0 else int(c) for c in http], dtype="Int32"),
             "node": node,
             "cold_start": pd.array(cold.tolist(), dtype="boolean"),
+            "error": error,
         }
     )
     return table, int((~seen).sum())
@@ -195,8 +217,12 @@ def replay(
         raise InputError(f"must be >= 0, got {min(workers, remote_workers)!r}", field="workers")
     if remote_workers and not master_port:
         raise InputError("remote workers need a fixed master_port to connect to", field="master_port")
+    if len(workload) == 0:
+        raise InputError("the workload has no requests to replay", field="workload")
     total_workers = workers + remote_workers
     out_dir = Path(out_dir).resolve()  # Locust runs in its own working directory
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("is a file, not a run directory", file=out_dir)
     work = out_dir / "locust"
     if work.exists():
         shutil.rmtree(work)

@@ -4,12 +4,15 @@
 run created; ``summary.json`` the counts and latency figures computed *from* the requests table.
 Everything the project reports is derived from these files, so the schemas are explicit pyarrow
 schemas and the summary is a pure function of the table.
+
+``requests.parquet`` may carry the optional columns of :data:`OPTIONAL_REQUEST_FIELDS` after the
+schema's: ``error``, why a request that is not ``ok`` failed ("connection refused", "HTTP 503",
+"timeout after 30 s"), which the Locust replay records and the simulator has no use for.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from loadgen.errors import InputError
+from loadgen.workload import atomic_write
 
 STATUSES = ("ok", "error", "timeout")
 
@@ -37,6 +41,9 @@ REQUESTS_SCHEMA = pa.schema(
         pa.field("cold_start", pa.bool_()),
     ]
 )
+
+OPTIONAL_REQUEST_FIELDS = (pa.field("error", pa.string()),)
+"""Columns a requests table may add after REQUESTS_SCHEMA's (written only when present)."""
 
 PLACEMENTS_SCHEMA = pa.schema(
     [
@@ -121,23 +128,23 @@ def summarize(requests: pd.DataFrame, *, late_threshold_s: float = 0.020) -> dic
     )
 
 
-def _to_table(frame: pd.DataFrame, schema: pa.Schema, what: str) -> pa.Table:
+def _to_table(frame: pd.DataFrame, schema: pa.Schema, what: str, optional: tuple[pa.Field, ...] = ()) -> pa.Table:
     missing = [c for c in schema.names if c not in frame.columns]
     if missing:
         raise InputError(f"{what} lacks column(s) {missing}", field=missing[0])
+    extra = [f for f in optional if f.name in frame.columns]
+    if extra:
+        schema = pa.schema([*schema, *extra])
     return pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
 
 
 def _atomic_write_table(table: pa.Table, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp), what="table")
 
 
 def _atomic_write_json(obj: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+    text = json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text), what="summary")
 
 
 @dataclass
@@ -175,9 +182,15 @@ def write_run(
     (seed, versions, cluster, workload, profile). Files are written atomically, tables first, so
     a summary never describes tables that are not there."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and not directory.is_dir():
+        raise InputError("is a file, not a run directory", file=directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot create the run directory: {err.strerror or err}", file=directory) from None
     placements = empty_placements() if placements is None else placements
-    _atomic_write_table(_to_table(requests, REQUESTS_SCHEMA, "requests table"), directory / "requests.parquet")
+    _atomic_write_table(_to_table(requests, REQUESTS_SCHEMA, "requests table", OPTIONAL_REQUEST_FIELDS),
+                        directory / "requests.parquet")
     _atomic_write_table(_to_table(placements, PLACEMENTS_SCHEMA, "placements table"), directory / "placements.parquet")
     summary = summarize(requests)
     summary.update(info or {})
@@ -193,9 +206,17 @@ def read_run(directory: str | Path) -> RunResult:
     for name in ("requests.parquet", "placements.parquet", "summary.json"):
         if not (directory / name).exists():
             raise InputError(f"run directory lacks {name}", file=directory)
-    return RunResult(
-        requests=pq.read_table(directory / "requests.parquet").to_pandas(),
-        placements=pq.read_table(directory / "placements.parquet").to_pandas(),
-        summary=json.loads((directory / "summary.json").read_text()),
-        directory=directory,
-    )
+    tables = {}
+    for name in ("requests.parquet", "placements.parquet"):
+        try:
+            tables[name] = pq.ParquetFile(directory / name).read().to_pandas()
+        except (OSError, pa.ArrowException, ValueError) as err:
+            raise InputError(f"not a readable Parquet table: {err}", file=directory / name) from None
+    try:
+        summary = json.loads((directory / "summary.json").read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(f"not a JSON summary: {err}", file=directory / "summary.json") from None
+    if not isinstance(summary, dict):
+        raise InputError(f"must be a JSON object, got {type(summary).__name__}", file=directory / "summary.json")
+    return RunResult(requests=tables["requests.parquet"], placements=tables["placements.parquet"], summary=summary,
+                     directory=directory)

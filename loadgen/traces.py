@@ -35,8 +35,14 @@ number; the header is line 1) and the column. Trace files are read where they ar
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 import logging
+import lzma
+import re
+import warnings
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,20 +83,96 @@ class ParsedTrace:
 # --- CSV plumbing -------------------------------------------------------------------------------
 
 
+_OPENERS: dict[str, Callable[[Path], Any]] = {
+    ".gz": lambda p: gzip.open(p, "rb"),
+    ".bz2": lambda p: bz2.open(p, "rb"),
+    ".xz": lambda p: lzma.open(p, "rb"),
+}
+"""The compressions pandas infers from the suffix that are a single stream (``.zip`` is left to pandas)."""
+
+_HEAD_BYTES = 65536
+
+
+def _sniff(path: Path) -> None:
+    """Refuse, with the reason, a file that is plainly not CSV text: judged on its first 64 KiB
+    (decompressed), so a multi-gigabyte trace costs nothing extra. A truncated or corrupt
+    compressed stream is reported here when it breaks that early, otherwise by the full read."""
+    opener = _OPENERS.get(path.suffix.lower(), lambda p: open(p, "rb"))
+    try:
+        with open(path, "rb") as raw:
+            magic = raw.read(4)
+        with opener(path) as f:
+            head = f.read(_HEAD_BYTES)
+    except (EOFError, zlib.error, lzma.LZMAError) as err:
+        raise TraceError(f"cannot read: truncated or corrupt {path.suffix} file ({err}); an interrupted download?", file=path) from None
+    except OSError as err:  # gzip.BadGzipFile, permission denied, ...
+        raise TraceError(f"cannot read: {err.strerror or err}", file=path) from None
+    if magic == b"PAR1":
+        raise TraceError("cannot read as CSV: a Parquet file, not a CSV trace (a workload? see `scoretune workload show`)", file=path)
+    if magic[:2] == b"\x1f\x8b" and path.suffix.lower() != ".gz":
+        raise TraceError(f"cannot read as CSV: gzip-compressed but not named .gz; rename it to {path.name}.gz", file=path)
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise TraceError(f"cannot read as CSV: a binary file, not text (NUL byte at offset {nul})", file=path)
+    # a multi-byte character may be cut at the end of the sample: only earlier bytes count
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 4:
+            raise TraceError(
+                f"cannot read as CSV: not UTF-8 text (byte 0x{head[err.start]:02x} at offset {err.start}); a binary file or another encoding?",
+                file=path,
+            ) from None
+    if not head.strip():
+        raise TraceError("cannot read as CSV: the file is empty (a trace CSV starts with a header line)", file=path)
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
+
+
 def _read_csv(path: Path, required: Sequence[str]) -> pd.DataFrame:
-    """All cells as strings (parsed per column below, so every bad cell can be located)."""
+    """All cells as strings (parsed per column below, so every bad cell can be located).
+
+    Refuses, naming the file (and the line where pandas knows it): a missing file, a directory,
+    binary or non-UTF-8 content, a truncated compressed file, rows with more fields than the
+    header, a missing required column and a header with no data rows.
+    """
+    if path.is_dir():
+        raise TraceError("is a directory; this trace kind reads one CSV file", file=path)
     if not path.exists():
         raise TraceError("no such trace file", file=path)
+    _sniff(path)
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, EOFError) as err:
-        raise TraceError(f"cannot read as CSV: {err}", file=path) from None
+        with warnings.catch_warnings():
+            # index_col=False: a first data row longer than the header would otherwise silently
+            # become an index and shift every column; pandas warns instead, which is an error here
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True, index_col=False)
+    except pd.errors.ParserWarning:
+        raise TraceError("cannot read as CSV: the row has more fields than the header", file=path, row=2) from None
+    except pd.errors.ParserError as err:
+        text = _one_line(err)
+        m = re.search(r"line (\d+)", text)
+        raise TraceError(f"cannot read as CSV: {text}", file=path, row=int(m.group(1)) if m else None) from None
+    except pd.errors.EmptyDataError:
+        raise TraceError("cannot read as CSV: the file is empty (a trace CSV starts with a header line)", file=path) from None
+    except UnicodeDecodeError as err:
+        raise TraceError(f"cannot read as CSV: not UTF-8 text (byte 0x{err.object[err.start]:02x}); a binary file or another encoding?",
+                         file=path) from None
+    except (EOFError, zlib.error, lzma.LZMAError) as err:
+        raise TraceError(f"cannot read: truncated or corrupt {path.suffix} file ({_one_line(err)}); an interrupted download?",
+                         file=path) from None
+    except (OSError, ValueError) as err:
+        raise TraceError(f"cannot read as CSV: {_one_line(err)}", file=path) from None
     frame.columns = [str(c).strip() for c in frame.columns]
     missing = [c for c in required if c not in frame.columns]
     if missing:
         raise TraceError(
             f"missing column {missing[0]!r} (the file has {list(frame.columns)[:12]})", file=path, field=missing[0]
         )
+    if len(frame) == 0:
+        raise TraceError("the file has a header but no data rows", file=path)
     return frame
 
 
@@ -222,14 +304,19 @@ def parse_alibaba_genai_qps(path: Path, rate_scale: float, rng: np.random.Genera
     gap = float(np.median(np.diff(all_t))) if all_t.size > 1 else 60.0
     end = float(all_t.max()) + gap
     times, names, counts = [], [], {}
+    expected = 0.0
     for r, series in total.groupby(level=0, sort=True):
         starts = series.index.get_level_values(1).to_numpy(dtype=np.float64)
         rates = series.to_numpy(dtype=np.float64) * rate_scale
         ends = np.append(starts[1:], end)
-        n = rng.poisson(rates * (ends - starts))
+        lam = rates * (ends - starts)
+        expected += float(lam.sum())
+        # refuse before drawing: np.repeat of an absurd QPS would exhaust memory first
+        if not np.isfinite(expected) or expected > MAX_REQUESTS:
+            raise TraceError(f"about {expected:.3g} requests (QPS x sample interval), over the {MAX_REQUESTS} limit; "
+                             "lower --rate-scale", file=path, field="rate_scale")
+        n = rng.poisson(lam)
         seg = np.repeat(np.arange(starts.size), n)
-        if seg.size > MAX_REQUESTS:
-            raise TraceError(f"{seg.size} requests exceed the {MAX_REQUESTS} limit; lower --rate-scale", field="rate_scale")
         times.append(starts[seg] + rng.random(seg.size) * (ends - starts)[seg] - t0)
         names.append(np.full(seg.size, str(r), dtype=object))
         counts[str(r)] = int(seg.size)

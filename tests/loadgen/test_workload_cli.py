@@ -16,7 +16,7 @@ runner = CliRunner()
 
 def test_synth_show_and_replay(tmp_path) -> None:
     wl = tmp_path / "w.parquet"
-    r = runner.invoke(app, ["workload", "synth", "steps", "--rates", "5,20", "--step-s", "1", "--functions", "a=1,b=1",
+    r = runner.invoke(app, ["workload", "synth", "steps", "--rates", "5,20", "--step-s", "1", "--functions", "float-ops=1,aes=1",
                             "--seed", "3", "-o", str(wl)])
     assert r.exit_code == 0, r.output
     w = read_workload(wl)
