@@ -40,7 +40,7 @@ def score_cmd(
     pods: Path | None = typer.Option(None, "--pods", help="The running pods (each with spec.nodeName)."),
     profile: str | None = typer.Option(None, "--profile", help="schedulerName of the profile (default: the pod's schedulerName)."),
     kube_version: str = typer.Option("1.36", "--kube-version", help="1.35 or 1.36 (BalancedAllocation formula)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the tie-break among the top nodes."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the tie-break among the top nodes (numpy seeds are non-negative)."),
 ) -> None:
     """Score every node for one pod and print JSON.
 
@@ -250,10 +250,10 @@ def run_bench(n_nodes: int, pods_per_node: int, decisions: int, *, seed: int = 0
 
 
 def bench_scheduler(
-    nodes: int = typer.Option(1000, "--nodes", help="Number of nodes."),
-    pods_per_node: int = typer.Option(10, "--pods-per-node", help="Pods running per node before the timed decisions."),
-    decisions: int = typer.Option(2000, "--decisions", help="Timed scheduling decisions."),
-    seed: int = typer.Option(0, "--seed"),
+    nodes: int = typer.Option(1000, "--nodes", min=1, max=1_000_000, help="Number of nodes."),
+    pods_per_node: int = typer.Option(10, "--pods-per-node", min=0, help="Pods running per node before the timed decisions."),
+    decisions: int = typer.Option(2000, "--decisions", min=1, help="Timed scheduling decisions."),
+    seed: int = typer.Option(0, "--seed", min=0),
     kube_version: str = typer.Option("1.36", "--kube-version"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON only."),
 ) -> None:

@@ -513,3 +513,20 @@ def test_config_error_class_is_an_input_error():
     # the CLI turns these into the one Error: line; callers can catch them by type
     with pytest.raises(ConfigError):
         parse_config({**HDR, "parallelism": 2**40})
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bench", "scheduler", "--nodes", "0"],
+        ["bench", "scheduler", "--decisions", "-1"],
+        ["bench", "scheduler", "--pods-per-node", "-1"],
+        ["bench", "scheduler", "--seed", "-1", "--nodes", "5", "--decisions", "3"],
+        ["bench", "scheduler", "--nodes", "99999999999999999999"],
+        score_args() + ["--seed", "-1"],
+    ],
+)
+def test_out_of_range_options_are_usage_errors(args):
+    r = invoke(*args)
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code == 2 and "Invalid value for '--" in r.stderr, r.output
