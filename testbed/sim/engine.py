@@ -43,9 +43,10 @@ from functions.knative import revision_pod
 from functions.spec import FunctionSpec
 from functions.work import draw, sample_work
 from testbed.autoscaler.kpa import AutoscalerConfig, RevisionAutoscaler
+from testbed.errors import ClusterSpecError
 from testbed.scheduler.objects import normalized_image_name, pod_from_k8s
 from testbed.sim import kernel as K
-from testbed.sim.scheduling import add_node_image, make_scheduler
+from testbed.sim.scheduling import add_node_image, check_feasible, make_scheduler, sim_nodes
 
 if TYPE_CHECKING:
     from loadgen.workload import Workload
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
+MAX_POD_SLOTS = 20_000_000
+"""Nodes x the largest per-node pod count: the simulator keeps one int64 per slot (160 MB here)."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +232,12 @@ class Simulation:
         self.nf[:, K.NF_SHARE] = 1.0
         self.nf[:, K.NF_ARG] = -1
         width = max(1, max((n.pods for n in nodes), default=1))
+        if n_nodes * width > MAX_POD_SLOTS:
+            raise ClusterSpecError(
+                f"{n_nodes} nodes with up to {width} pods each need {n_nodes * width} pod slots in the simulator, "
+                f"more than {MAX_POD_SLOTS}: lower the node count or the pods per node",
+                file=cluster.path, field="groups",
+            )
         self.n_act = np.zeros((n_nodes, width), dtype=np.int64)  # CPU-active pods per node (kernel)
         self.n_nact = np.zeros(n_nodes, dtype=np.int64)
         self.nh_key = np.full(n_nodes, np.inf)
@@ -251,17 +260,20 @@ class Simulation:
         self.stop_t = np.zeros(1)
 
         # ---- control plane
+        node_objs = sim_nodes(cluster, specs)
         if scheduler is None:
             if profile is None:
                 from testbed.scheduler.config import default_profile
 
                 profile = default_profile()
-            scheduler = make_scheduler(cluster, specs, profile, kube_version=kube_version, seed=seed)
+            scheduler = make_scheduler(cluster, specs, profile, kube_version=kube_version, seed=seed, nodes=node_objs)
         self.scheduler = scheduler
         self._templates: list[Any] = []
         sched_name = getattr(profile, "scheduler_name", None)
         for spec in self.specs:
             self._templates.append(pod_from_k8s(revision_pod(spec, scheduler_name=sched_name)))
+        # a function whose pod fits on no node would only time out, for any weights: say so now
+        check_feasible(cluster, node_objs, dict(zip(self.fnames, self._templates, strict=True)), profile)
         self.pods: list[SimPod] = []
         self.live: list[list[SimPod]] = [[] for _ in used]  # per function, pods not yet deleted
         self.pending: list[SimPod] = []
