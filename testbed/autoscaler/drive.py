@@ -20,7 +20,7 @@ from testbed.errors import ConfigError
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class DeciderSpecModel(_Strict):
@@ -50,9 +50,13 @@ class StepModel(_Strict):
 def _load_json(path: str | Path) -> Any:
     p = Path(path)
     try:
-        return json.loads(p.read_text())
+        return json.loads(p.read_text(encoding="utf-8"))
     except OSError as err:
         raise ConfigError(f"cannot read: {err.strerror}", file=p) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"not UTF-8 text (byte offset {err.start}): expected JSON", file=p) from None
+    except RecursionError:
+        raise ConfigError("not valid JSON: nested too deeply", file=p) from None
     except json.JSONDecodeError as err:
         raise ConfigError(f"not valid JSON: {err.msg} (line {err.lineno})", file=p) from None
 
