@@ -51,7 +51,8 @@ def test_tune_resume_continues_from_the_log(tmp_path, fixture_backend):
     fixture_backend.append(3)  # the first backend crashes on its third run
     result = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "tiny", "--method", "random",
                                  "--steps", "4", "--out", str(out)])
-    assert isinstance(result.exception, Crash)
+    # the CLI's last-resort handler turns the fixture's crash into one line and exit 2
+    assert isinstance(result.exception, Crash) or (result.exit_code == 2 and "Crash" in result.output)
     assert len(read_log(out)) == 2
     fixture_backend.clear()
     result = runner.invoke(app, ["tune", "--resume", str(out)])
