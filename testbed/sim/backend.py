@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from functions.errors import InputError
 from functions.spec import FunctionSpec, discover_specs
 from loadgen.results import RunResult, write_run
 from loadgen.workload import Workload
 from testbed.cluster import ClusterSpec, load_cluster
 from testbed.sim.engine import SimConfig, Simulation
+from testbed.sim.progress import Progress
 from testbed.sim.results import fast_summary, placements_frame, requests_frame
 
 log = logging.getLogger(__name__)
@@ -56,10 +58,13 @@ def simulate(
     functions: Mapping[str, FunctionSpec] | None = None,
     config: SimConfig | None = None,
     kube_version: str = "1.36",
+    progress: Callable[[float, float], None] | None = None,
 ):
-    """Run one simulation and return its :class:`~testbed.sim.engine.SimOutput`."""
+    """Run one simulation and return its :class:`~testbed.sim.engine.SimOutput` (``progress``: see
+    :meth:`Simulation.run`)."""
     specs = dict(functions) if functions is not None else suite_specs()
-    return Simulation(cluster, specs, workload, profile, seed=seed, config=config, kube_version=kube_version).run()
+    sim = Simulation(cluster, specs, workload, profile, seed=seed, config=config, kube_version=kube_version)
+    return sim.run(progress=progress)
 
 
 def evaluate(
@@ -71,6 +76,7 @@ def evaluate(
     functions: Mapping[str, FunctionSpec] | None = None,
     config: SimConfig | None = None,
     kube_version: str = "1.36",
+    progress: Callable[[float, float], None] | None = None,
 ) -> dict[str, Any]:
     """The summary ``loadgen.results.summarize`` would give for this run, without writing anything.
 
@@ -78,7 +84,8 @@ def evaluate(
     counts (``pods_created``, ``events``). Deterministic: same inputs and seed, same numbers.
     """
     cfg = config or SimConfig()
-    out = simulate(cluster, workload, profile, seed=seed, functions=functions, config=cfg, kube_version=kube_version)
+    out = simulate(cluster, workload, profile, seed=seed, functions=functions, config=cfg, kube_version=kube_version,
+                   progress=progress)
     summary = fast_summary(out)
     summary.update(
         {
@@ -95,11 +102,24 @@ def evaluate(
     return summary
 
 
+def _check_run_dir(out_dir: Path) -> None:
+    """The run directory must be a directory or creatable as one."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("exists and is not a directory; give a run directory to write", file=out_dir, field="--out")
+    for parent in out_dir.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"cannot create the run directory: {parent} is a file", file=out_dir, field="--out")
+            break
+
+
 class SimBackend:
     """Backend ``sim``: the simulator behind the Backend protocol (``testbed/backend.py``).
 
     Each ``run`` starts from the reset state (every function at zero unless its min-scale keeps it
     up, image caches as in the cluster spec), so runs differ only by profile, workload and seed.
+    A run that takes more than a few wall seconds shows its progress on stderr (``progress=False``:
+    never).
     """
 
     name = "sim"
@@ -112,8 +132,10 @@ class SimBackend:
         seed: int = 0,
         kube_version: str = "1.36",
         config: SimConfig | None = None,
+        progress: bool = True,
     ) -> None:
         self.cluster = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
+        self.progress = progress
         self.functions = dict(functions) if functions is not None else suite_specs()
         self.seed = seed
         self.kube_version = kube_version
@@ -134,10 +156,13 @@ class SimBackend:
 
         if self.profile is None:
             self.profile = default_profile()
-        out = simulate(
-            self.cluster, workload, self.profile, seed=run_seed, functions=self.functions,
-            config=self.config, kube_version=self.kube_version,
-        )
+        out_dir = Path(out_dir)
+        _check_run_dir(out_dir)  # before simulating: a bad --out should not cost a whole run
+        with Progress(f"simulating {workload.name} on {self.cluster.name}") as bar:
+            out = simulate(
+                self.cluster, workload, self.profile, seed=run_seed, functions=self.functions,
+                config=self.config, kube_version=self.kube_version, progress=bar if self.progress else None,
+            )
         info: dict[str, Any] = {
             "backend": "sim",
             "seed": run_seed,
@@ -154,6 +179,8 @@ class SimBackend:
             "profile": profile_record(self.profile),
             **_provenance(),
         }
+        # a summary left by an earlier run would describe the new tables if writing them failed
+        (out_dir / "summary.json").unlink(missing_ok=True)
         return write_run(out_dir, requests_frame(out), placements_frame(out), info=info)
 
     def close(self) -> None:

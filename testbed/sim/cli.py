@@ -80,9 +80,12 @@ def sweep_cmd(
 ) -> None:
     """Evaluate K random weight vectors: spread of mean and p95 latency, rank of the defaults."""
     from testbed.cluster import load_cluster
+    from testbed.sim.progress import Progress
     from testbed.sim.sweep import sweep
 
-    report = sweep(load_cluster(cluster), _workload(workload), samples=samples, seed=seed)
+    with Progress("sweep", unit="profiles") as bar:
+        report = sweep(load_cluster(cluster), _workload(workload), samples=samples, seed=seed,
+                       progress=lambda i, _row: bar.update(i + 2, samples + 1))
     if not runs:
         report.pop("runs")
     typer.echo(json.dumps(report, indent=2))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,7 @@ from testbed.autoscaler.kpa import AutoscalerConfig, RevisionAutoscaler
 from testbed.errors import ClusterSpecError
 from testbed.scheduler.objects import normalized_image_name, pod_from_k8s
 from testbed.sim import kernel as K
+from testbed.sim.progress import announce_compilation
 from testbed.sim.scheduling import add_node_image, check_feasible, make_scheduler, sim_nodes
 
 if TYPE_CHECKING:
@@ -54,8 +55,14 @@ if TYPE_CHECKING:
     from testbed.scheduler.config import Profile
 
 log = logging.getLogger(__name__)
+announce_compilation()  # before any kernel is called: a cold numba cache takes a minute to fill
 
 MIB = 1024 * 1024
+IDLE_JUMP_MIN_S = 4.0
+"""An idle stretch shorter than this is stepped through (a jump would save next to nothing)."""
+MAX_UNSKIPPABLE_IDLE_S = 1e6
+"""The longest idle stretch simulated second by second when it cannot be skipped (about 12 days,
+tens of seconds of wall time)."""
 MAX_POD_SLOTS = 20_000_000
 """Nodes x the largest per-node pod count: the simulator keeps one int64 per slot (160 MB here)."""
 
@@ -487,14 +494,82 @@ class Simulation:
     def _sync_watch(self, f: int) -> None:
         self.fi[f, K.FI_WATCH] = 1 if self.autoscalers[f].needs_poke() else 0
 
-    def run(self) -> SimOutput:
+    # ------------------------------------------------------------------ idle stretches
+    def _quiet(self, t: float) -> bool:
+        """Whether nothing is in flight at boundary ``t``: every arrived request ended, no timer, no
+        pod (live, pending or draining), and the next arrival at least a few seconds away. Cheap
+        checks first: on a busy run the first one fails."""
+        c = self.counters
+        nxt = int(c[K.C_NEXT_ARRIVAL])
+        return (
+            c[K.C_FINISHED] == nxt
+            and nxt < self.n_req
+            and c[K.C_TIMERS] == 0
+            and self.rf[nxt, K.RF_T] >= t + IDLE_JUMP_MIN_S
+            and not self.pending
+            and not self.draining
+            and not any(self.live)
+        )
+
+    def _scaler_state(self) -> list[tuple]:
+        return [
+            (ra.pa.state, ra.pa.state_since, ra.pa.scale_target_initialized, ra.pa.sks_mode, ra.pa.proxy_since,
+             ra.pa.replicas, ra.desired_scale, ra.excess_burst_capacity)
+            for ra in self.autoscalers
+        ]
+
+    def _at_rest(self, t: float, before: list[tuple]) -> bool:
+        """After the decider tick at ``t``: every revision sits at zero (Inactive, 0 replicas), its
+        stable window holds no data (so every later tick reads ErrNoData and leaves the decider
+        alone) and the tick changed nothing. Then every tick until the next arrival is the same
+        no-op: in the Inactive state the reconciler's answer does not depend on the time."""
+        if self.pending or any(self.live) or self._scaler_state() != before:
+            return False
+        return all(
+            ra.pa.state == "inactive" and ra.pa.replicas == 0 and ra.desired_scale == 0
+            and ra.collector.stable_and_panic(t, ra.decider_spec.scaling_metric) is None
+            for ra in self.autoscalers
+        )
+
+    def _check_idle_stretches(self) -> None:
+        """Idle time is skipped (``run``) unless a revision keeps pods up (min-scale): then every
+        idle second is simulated, and an idle stretch of days would run for minutes with nothing
+        to learn from it. Refuse that with the way out."""
+        warm = [self.fnames[i] for i, s in enumerate(self.specs) if s.autoscaling.min_scale > 0]
+        if not warm or not self.n_req:
+            return
+        t = self.rf[:, K.RF_T]
+        gaps = np.diff(t, prepend=0.0)
+        i = int(np.argmax(gaps))
+        if gaps[i] > MAX_UNSKIPPABLE_IDLE_S:
+            start = float(t[i - 1]) if i > 0 else 0.0
+            raise InputError(
+                f"an idle stretch of {gaps[i]:.6g} s (from t={start:.6g} s to the arrival at t={float(t[i]):.6g} s) "
+                f"cannot be skipped because {', '.join(warm)} keep(s) min-scale pods up, and simulating it second by "
+                f"second would take a long time for nothing; rebase the workload (subtract the first t_s, "
+                f"{float(t[0]):.6g} s) or cut the stretch (at most {MAX_UNSKIPPABLE_IDLE_S:g} s)",
+                row=i, field="t_s",
+            )
+
+    def run(self, progress: Callable[[float, float], None] | None = None) -> SimOutput:
+        """Simulate to the end. ``progress(sim_t, horizon)`` is called now and then (every 64 one-second
+        segments) for a caller that shows progress; it is never called between kernel events.
+
+        Idle stretches are skipped: at a decider tick where nothing is in flight and every revision
+        is at rest (:meth:`_at_rest`), every control step until the boundary before the next arrival
+        would be a no-op, so time jumps there. The output is the same as stepping through."""
         cfg = self.config
         n_req = self.n_req
         last_arrival = float(self.rf[-1, K.RF_T]) if n_req else 0.0
         horizon = max(math.floor(last_arrival + cfg.timeout_s) + 2.0, math.ceil(cfg.min_end_s))
+        self._check_idle_stretches()
         self._ensure_timer_room()
         t = 0.0
+        steps = 0
         while t < horizon:
+            steps += 1
+            if progress is not None and steps & 63 == 0:
+                progress(t, horizon)
             limit = t + 1.0
             while True:
                 code = self._kernel(limit)
@@ -508,9 +583,15 @@ class Simulation:
                     self._apply_replicas(f, replicas, now)
                 self._sync_watch(f)
             t = limit
+            before = self._scaler_state() if int(t) % 2 == 0 and self._quiet(t) else None
             self._control_step(t)
             if self.counters[K.C_FINISHED] >= n_req and t > last_arrival and t >= cfg.min_end_s:
                 break
+            if before is not None and self._at_rest(t, before):
+                # jump to the boundary just before the next arrival; the pulls that end on the
+                # way are recorded there, before anything can be scheduled again
+                t = float(math.floor(self.rf[int(self.counters[K.C_NEXT_ARRIVAL]), K.RF_T]))
+                self._finish_pulls(t)
         # whatever never finished waited past the client's timeout
         st = self.ri[:, K.RI_STATUS]
         left = st == K.ST_PENDING
@@ -533,14 +614,18 @@ class Simulation:
             sim_end_s=t,
         )
 
-    def _control_step(self, now: float) -> None:
-        # 0. image pulls that finished: ImageLocality sees the image from now on
+    def _finish_pulls(self, now: float) -> None:
+        """Image pulls that finished by ``now``: ImageLocality sees the image from now on."""
         if self._pulls:
             done = [x for x in self._pulls if x[0] <= now]
             if done:
                 self._pulls = [x for x in self._pulls if x[0] > now]
                 for _, idx, image, size in done:
                     add_node_image(self.scheduler, idx, image, size)
+
+    def _control_step(self, now: float) -> None:
+        # 0. image pulls that finished
+        self._finish_pulls(now)
         # 1. pods whose drain finished inside the kernel
         if self.draining:
             still = []

@@ -64,8 +64,12 @@ def sweep(
 ) -> dict[str, Any]:
     """Evaluate the default profile and ``samples`` random ones (same simulation seed for all, so
     runs differ only by profile); report spreads and the default's rank (1 = best objective)."""
+    from functions.errors import InputError
     from testbed.scheduler.config import default_profile
 
+    if len(workload) == 0:
+        raise InputError(f"workload {getattr(workload, 'name', '')!r} has no requests: there is nothing to compare "
+                         "the profiles on", field="t_s")
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
     default = evaluate(cluster, workload, default_profile(), seed=seed)

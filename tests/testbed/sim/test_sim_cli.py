@@ -31,7 +31,7 @@ def test_sim_run_writes_a_run_directory(tmp_path, workload_file):
     weights = res.summary["profile"]["weights"]
     assert res.summary["seed"] == 3 and weights["ImageLocality"] == 5
     assert weights["TaintToleration"] is None
-    assert json.loads(r.output)["count"] == len(res.requests)
+    assert json.loads(r.stdout)["count"] == len(res.requests)
 
 
 def test_sim_run_with_config(tmp_path, workload_file):
@@ -50,7 +50,7 @@ def test_sim_sweep_reports_spread_and_rank(workload_file):
     r = runner.invoke(app, ["sim", "sweep", "--cluster", "lab-small", "--workload", str(workload_file),
                             "--samples", "4", "--seed", "1"])
     assert r.exit_code == 0, r.output
-    rep = json.loads(r.output)
+    rep = json.loads(r.stdout)
     assert rep["of"] == 5 and 1 <= rep["default_rank"] <= 5
     assert rep["mean_s"]["min"] <= rep["mean_s"]["max"]
     assert rep["p95_s"]["min"] <= rep["p95_s"]["max"]
@@ -69,7 +69,7 @@ def test_sim_autoscale_ports_upstream_panic_case(tmp_path):
     (tmp_path / "steps.json").write_text(json.dumps(steps))
     r = runner.invoke(app, ["sim", "autoscale", "--spec", str(tmp_path / "spec.json"), "--steps", str(tmp_path / "steps.json")])
     assert r.exit_code == 0, r.output
-    got = json.loads(r.output)
+    got = json.loads(r.stdout)
     assert [g["desired_pod_count"] for g in got] == [10, 100, 100, 1]
     assert [g["in_panic"] for g in got] == [True, True, True, False]  # 10 pods wanted from 1 ready: over 200 %
     assert set(got[0]) == {"t_s", "desired_pod_count", "excess_burst_capacity", "in_panic"}
@@ -90,14 +90,14 @@ def test_sim_autoscale_bad_step_names_file_and_field(tmp_path):
 def test_sim_scenarios_lists_the_split():
     r = runner.invoke(app, ["sim", "scenarios", "--split", "test"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.output)
+    rows = json.loads(r.stdout)
     assert rows and all(row["split"] == "test" for row in rows)
 
 
 def test_bench_sim_json_shape():
     r = runner.invoke(app, ["bench", "sim", "--json", "--repeat", "1"])
     assert r.exit_code == 0, r.output
-    rep = json.loads(r.output)
+    rep = json.loads(r.stdout)
     names = [s["name"] for s in rep["scenarios"]]
     assert names == ["large-120", "homogeneous-20"]
     for s in rep["scenarios"]:
