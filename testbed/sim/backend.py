@@ -3,6 +3,7 @@ training uses: one weight vector in, the run's summary out, no disk."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 from collections.abc import Callable, Mapping
@@ -152,17 +153,27 @@ class SimBackend:
         """Simulate ``workload`` with the applied profile (the default profile if none) and write
         the run directory. ``seed`` None uses the backend's own seed."""
         run_seed = self.seed if seed is None else seed
-        from testbed.scheduler.config import default_profile, profile_record
+        from testbed.scheduler.config import default_profile
 
         if self.profile is None:
             self.profile = default_profile()
         out_dir = Path(out_dir)
         _check_run_dir(out_dir)  # before simulating: a bad --out should not cost a whole run
-        with Progress(f"simulating {workload.name} on {self.cluster.name}") as bar:
+        bar = Progress(f"sim run of {workload.name} on {self.cluster.name}") if self.progress else None
+        with bar if bar is not None else contextlib.nullcontext():
+            if bar is not None:
+                bar.phase("simulating")
             out = simulate(
                 self.cluster, workload, self.profile, seed=run_seed, functions=self.functions,
-                config=self.config, kube_version=self.kube_version, progress=bar if self.progress else None,
+                config=self.config, kube_version=self.kube_version, progress=bar,
             )
+            if bar is not None:
+                bar.phase("writing the run directory")
+            return self._write(out_dir, out, workload, run_seed)
+
+    def _write(self, out_dir: Path, out: Any, workload: Workload, run_seed: int) -> RunResult:
+        from testbed.scheduler.config import profile_record
+
         info: dict[str, Any] = {
             "backend": "sim",
             "seed": run_seed,

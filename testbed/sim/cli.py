@@ -60,10 +60,15 @@ def run(
     """Simulate one run and write a run directory, as the live backends do."""
     from testbed.cluster import load_cluster
     from testbed.sim.backend import SimBackend
+    from testbed.sim.progress import Progress
 
-    backend = SimBackend(load_cluster(cluster), seed=seed)
-    backend.apply(_profile(weights, config, profile))
-    result = backend.run(_workload(workload), out, seed=seed)
+    with Progress("sim run") as bar:
+        bar.phase("reading the cluster and the profile")
+        backend = SimBackend(load_cluster(cluster), seed=seed)
+        backend.apply(_profile(weights, config, profile))
+        bar.phase("reading the workload")
+        wl = _workload(workload)
+    result = backend.run(wl, out, seed=seed)
     s = result.summary
     keys = ("count", "ok", "errors", "timeouts", "cold_starts", "latency_mean_s", "latency_p50_s", "latency_p95_s",
             "latency_p99_s", "pods_created")
@@ -83,9 +88,12 @@ def sweep_cmd(
     from testbed.sim.progress import Progress
     from testbed.sim.sweep import sweep
 
-    with Progress("sweep", unit="profiles") as bar:
-        report = sweep(load_cluster(cluster), _workload(workload), samples=samples, seed=seed,
-                       progress=lambda i, _row: bar.update(i + 2, samples + 1))
+    with Progress("sim sweep", unit="profiles") as bar:
+        bar.phase("reading the cluster and the workload")
+        spec, wl = load_cluster(cluster), _workload(workload)
+        bar.phase("evaluating profiles")
+        bar.update(0, samples + 1)
+        report = sweep(spec, wl, samples=samples, seed=seed, progress=lambda i, _row: bar.update(i + 2, samples + 1))
     if not runs:
         report.pop("runs")
     typer.echo(json.dumps(report, indent=2))

@@ -1,8 +1,8 @@
 """What a long simulation tells the user while it runs, on stderr (stdout carries the JSON).
 
 - :class:`Progress`: nothing for the first few wall seconds (most runs end before that), then a
-  rich progress bar on a terminal, or a plain line every ten seconds when stderr is a file or a
-  pipe (a log should not fill with redraws).
+  status line (what runs, how far) redrawn on a terminal, or printed every ten seconds when stderr
+  is a file or a pipe (a log should not fill with redraws).
 - :func:`announce_compilation`: a one-line notice, once per process, when numba compiles the
   simulator's kernels (a cache miss: the first run after an install or a change of
   ``testbed/sim/kernel.py`` or ``testbed/scheduler/kernels.py``), which takes long enough to look
@@ -23,12 +23,18 @@ SHOW_AFTER_S = 3.0
 """Wall seconds before progress appears."""
 PLAIN_EVERY_S = 10.0
 """Between two plain progress lines (stderr not a terminal)."""
+REFRESH_S = 0.5
+"""Between two redraws of the bar."""
 
 
 class Progress:
-    """``update(done, total)`` as often as convenient; ``close()`` at the end (also on error).
+    """A progress display driven by a background thread, so the work itself only assigns numbers.
 
-    ``label`` names what runs ("simulating lab-small", "sweep"); ``unit`` what ``done`` counts."""
+    Use as a context manager. ``phase(text)`` names the current step ("reading the workload",
+    "simulating"); ``update(done, total)`` (or calling the object) sets how far it is, which the
+    simulator does every 64 one-second segments. Nothing is shown unless the block runs longer
+    than ``show_after_s``: most runs end before that and print nothing but their result.
+    """
 
     def __init__(self, label: str, *, unit: str = "simulated s", stream: TextIO | None = None,
                  show_after_s: float = SHOW_AFTER_S) -> None:
@@ -36,60 +42,76 @@ class Progress:
         self.unit = unit
         self.stream = stream
         self.show_after_s = show_after_s
+        self.done: float | None = None
+        self.total: float | None = None
+        self.step = ""
+        self.shown = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self._t0 = time.perf_counter()
-        self._bar: Any = None
-        self._task: Any = None
-        self._last_plain = -float("inf")
-        self._shown = False
 
+    # --- the work's side: plain assignments -------------------------------------------------------
+    def __call__(self, done: float, total: float) -> None:
+        self.done, self.total = done, total
+
+    def update(self, done: float, total: float) -> None:
+        self.done, self.total = done, total
+
+    def phase(self, text: str) -> None:
+        self.step, self.done, self.total = text, None, None
+
+    # --- the display's side -----------------------------------------------------------------------
     def _out(self) -> TextIO:
         return self.stream if self.stream is not None else sys.stderr
 
-    def __call__(self, done: float, total: float) -> None:
-        self.update(done, total)
+    def _text(self) -> str:
+        what = f"{self.label}: {self.step}" if self.step else self.label
+        if self.done is not None and self.total:
+            pct = 100.0 * self.done / self.total
+            what += f", {self.done:,.0f} of {self.total:,.0f} {self.unit} ({pct:.0f} %)"
+        return what
 
-    def update(self, done: float, total: float) -> None:
-        now = time.perf_counter()
-        elapsed = now - self._t0
-        if elapsed < self.show_after_s:
+    def _run(self) -> None:
+        if self._stop.wait(self.show_after_s):
             return
         out = self._out()
+        self.shown = True
         if getattr(out, "isatty", lambda: False)():
-            if self._bar is None:
-                from rich.console import Console
-                from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
-                from rich.progress import Progress as RichProgress
+            from rich.console import Console
+            from rich.status import Status
 
-                self._bar = RichProgress(
-                    TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-                    TextColumn("{task.completed:,.0f}/{task.total:,.0f} " + self.unit), TimeElapsedColumn(),
-                    console=Console(file=out), transient=True,
-                )
-                self._bar.start()
-                self._task = self._bar.add_task(self.label, total=total)
-            self._bar.update(self._task, completed=done, total=total)
-            self._shown = True
-        elif now - self._last_plain >= PLAIN_EVERY_S:
-            self._last_plain = now
-            pct = 100.0 * done / total if total > 0 else 100.0
-            out.write(f"{self.label}: {done:,.0f} of {total:,.0f} {self.unit} ({pct:.0f} %), {elapsed:.0f} s so far\n")
+            status = Status(self._text(), console=Console(file=out), spinner="dots")
+            status.start()
+            try:
+                while not self._stop.wait(REFRESH_S):
+                    status.update(f"{self._text()}, {time.perf_counter() - self._t0:.0f} s")
+            finally:
+                status.stop()
+            return
+        while True:
+            out.write(f"{self._text()}, {time.perf_counter() - self._t0:.0f} s so far\n")
             out.flush()
-            self._shown = True
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-        elif self._shown:
-            self._out().write(f"{self.label}: done in {time.perf_counter() - self._t0:.0f} s\n")
-            self._out().flush()
-        self._shown = False
+            if self._stop.wait(PLAIN_EVERY_S):
+                return
 
     def __enter__(self) -> Progress:
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, name="scoretune-progress", daemon=True)
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self.shown and not getattr(self._out(), "isatty", lambda: False)():
+            self._out().write(f"{self.label}: finished in {time.perf_counter() - self._t0:.0f} s\n")
+            self._out().flush()
+        self.shown = False
 
 
 class _CompileNotice(numba_event.Listener):
