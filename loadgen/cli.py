@@ -10,6 +10,8 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +72,35 @@ def _function_shares(text: str, field: str = "--functions") -> list[str] | dict[
 SYNTH_OPTIONS = {
     "rate_per_s": "--rate", "mean_rate_per_s": "--rate", "rates_per_s": "--rates", "mean_dwell_s": "--dwell",
     "step_s": "--step-s", "duration_s": "--duration", "amplitude": "--amplitude", "period_s": "--period",
-    "functions": "--functions",
+    "functions": "--functions", "rate_per_s*duration_s": "--rate x --duration",
+    "mean_rate_per_s*duration_s": "--rate x --duration", "rates_per_s*duration_s": "--rates x --duration",
+    "rates_per_s*step_s": "--rates x --step-s",
 }
-"""The generators' parameter names -> the ``workload synth`` options that set them, so an error
-names the option the user typed."""
+"""The generators' parameter names -> the ``workload synth`` options that set them."""
+
+FROM_TRACE_OPTIONS = {
+    "kind": "KIND", "window_s": "--window", "minutes": "--minutes", "rate_scale": "--rate-scale",
+    "functions": "--functions", "trace_replay": "--trace-replay",
+}
+"""``read_trace``'s parameter names -> the ``workload from-trace`` options."""
+
+REPLAY_OPTIONS = {
+    "target": "--target", "targets": "--targets", "timeout_s": "--timeout", "workers": "--workers",
+    "host_template": "--host-template", "master_port": "--master-port",
+}
+"""``replay``'s parameter names -> the ``replay`` options."""
+
+
+@contextmanager
+def _as_options(names: dict[str, str]) -> Iterator[None]:
+    """Re-raise a library InputError with its field renamed to the option the user typed (the
+    library names its Python parameters, e.g. ``rate_per_s`` for ``--rate``); file and row stay."""
+    try:
+        yield
+    except InputError as err:
+        if err.field not in names:
+            raise
+        raise type(err)(err.detail, file=err.file, row=err.row, field=names[err.field]) from None
 
 
 @workload_app.command("from-trace")
@@ -98,8 +125,9 @@ def from_trace(
         if len(bounds) != 2:
             raise InputError(f"expected START,END, got {window!r}", field="--window")
         span = (bounds[0], bounds[1])
-    wl = read_trace(kind, path, minutes=minutes, rate_scale=rate_scale, functions=_names(functions), seed=seed,
-                    trace_replay=trace_replay, window_s=span)
+    with _as_options(FROM_TRACE_OPTIONS):
+        wl = read_trace(kind, path, minutes=minutes, rate_scale=rate_scale, functions=_names(functions), seed=seed,
+                        trace_replay=trace_replay, window_s=span)
     write_workload(wl, out)
     _print_summary(wl, out)
 
@@ -134,7 +162,7 @@ def synth(
         resolve_suite(list(fns), None)
     except InputError as err:
         raise InputError(err.detail, field="--functions") from None
-    try:
+    with _as_options(SYNTH_OPTIONS):
         if kind == "poisson":
             wl = gen.poisson(rate, duration, fns, seed=seed)
         elif kind == "mmpp":
@@ -144,10 +172,6 @@ def synth(
         else:
             lengths = _floats(step_s, "--step-s")
             wl = gen.steps(_floats(rates, "--rates"), lengths[0] if len(lengths) == 1 else lengths, fns, seed=seed)
-    except InputError as err:
-        if err.file is None and err.field in SYNTH_OPTIONS:
-            raise InputError(err.detail, field=SYNTH_OPTIONS[err.field]) from None
-        raise
     write_workload(wl, out)
     _print_summary(wl, out)
 
@@ -244,8 +268,8 @@ def function_rows(workload: Workload) -> list[tuple[str, str, str, str]]:
 
 
 def _print_summary(workload: Workload, path: Path | None = None) -> None:
-    """Two tables sized to their content (80 columns for the suite's names): function names are
-    never wrapped or cut, the wide provenance values wrap instead."""
+    """Two tables that fit an 80-column terminal: the numbers keep their full width, and a function
+    name too long for the rest wraps onto a second line instead of being cut."""
     from rich.console import Console
     from rich.table import Table
 
@@ -257,11 +281,13 @@ def _print_summary(workload: Workload, path: Path | None = None) -> None:
         table.add_row(k, v)
     console.print(table)
     rows = function_rows(workload)
-    fn_table = Table(show_header=True, header_style="bold")
-    fn_table.add_column("function", no_wrap=True, min_width=min(max(len(r[0]) for r in rows), 48), overflow="fold")
-    fn_table.add_column("requests", justify="right", no_wrap=True)
-    fn_table.add_column("share", justify="right", no_wrap=True)
-    fn_table.add_column(f"peak req/s ({format_width(PEAK_WINDOW_S)})", justify="right", no_wrap=True)
+    headers = ("function", "requests", "share", "peak/s")
+    fn_table = Table(show_header=True, header_style="bold",
+                     caption=f"peak/s: the most requests in any {format_width(PEAK_WINDOW_S)} window", caption_justify="left")
+    fn_table.add_column(headers[0], overflow="fold")
+    for i, h in enumerate(headers[1:], start=1):
+        width = max(len(h), *(len(r[i]) for r in rows))
+        fn_table.add_column(h, justify="right", no_wrap=True, min_width=width)
     for r in rows:
         fn_table.add_row(*r)
     console.print(fn_table)
@@ -324,11 +350,13 @@ def parse_targets(text: str) -> dict[str, str]:
         try:
             data = yaml.safe_load(p.read_bytes().decode("utf-8"))
         except UnicodeDecodeError as err:
-            raise InputError(f"not UTF-8 text (byte {err.start}); expected a JSON/YAML map", file=p) from None
+            raise InputError(f"not UTF-8 text (byte at offset {err.start}); expected a JSON/YAML map", file=p) from None
         except yaml.YAMLError as err:
             raise InputError(f"not JSON/YAML: {str(err).splitlines()[0]}", file=p) from None
         except OSError as err:
             raise InputError(f"cannot read: {err.strerror or err}", file=p) from None
+        if data is None:
+            raise InputError("the file is empty; it must map function names to URLs", file=p)
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
             raise InputError(f"must map function names to URLs, got {type(data).__name__}", file=p)
         return {str(k): v for k, v in data.items()}
@@ -367,9 +395,10 @@ def replay_command(
     if out.exists() and not out.is_dir():
         raise InputError("is a file; --out names the run directory to write", file=out)
     wl = read_workload(workload)
-    result = replay(wl, target if target is not None else parse_targets(targets or ""), out, timeout_s=timeout,
-                    workers=workers, host_template=host_template, info={"workload_file": str(workload)},
-                    remote_workers=remote_workers, master_bind_host=master_bind_host, master_port=master_port)
+    with _as_options(REPLAY_OPTIONS):
+        result = replay(wl, target if target is not None else parse_targets(targets or ""), out, timeout_s=timeout,
+                        workers=workers, host_template=host_template, info={"workload_file": str(workload)},
+                        remote_workers=remote_workers, master_bind_host=master_bind_host, master_port=master_port)
     s = result.summary
     keys = ("count", "ok", "errors", "timeouts", "latency_mean_s", "latency_p50_s", "latency_p95_s", "latency_p99_s",
             "dispatch_lag_p50_s", "dispatch_lag_p99_s", "late_dispatches", "failed")

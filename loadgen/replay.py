@@ -156,7 +156,7 @@ def merge_records(workload: Workload, records_dir: Path) -> tuple[pd.DataFrame, 
             "http_status": pd.array([None if c < 0 else int(c) for c in http], dtype="Int32"),
             "node": node,
             "cold_start": pd.array(cold.tolist(), dtype="boolean"),
-            "error": error,
+            "error": error,  # missing (None/NaN) for a success
         }
     )
     return table, int((~seen).sum())
@@ -223,12 +223,12 @@ def replay(
     out_dir = Path(out_dir).resolve()  # Locust runs in its own working directory
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("is a file, not a run directory", file=out_dir)
+    functions = sorted(workload.frame["function"].unique().tolist())
+    urls, hosts = resolve_targets(functions, targets, host_template)  # before anything is written
     work = out_dir / "locust"
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    functions = sorted(workload.frame["function"].unique().tolist())
-    urls, hosts = resolve_targets(functions, targets, host_template)
     schedule = write_schedule(workload, work, urls, hosts, functions, concurrency=concurrency)
     duration = workload.duration_s
     run_time = duration + timeout_s + 15.0

@@ -49,7 +49,7 @@ def _shares(functions: Functions) -> tuple[list[str], np.ndarray]:
         raise InputError("at least one function is needed", field="functions")
     bad = np.flatnonzero(~np.isfinite(weights) | (weights <= 0))
     if bad.size:
-        raise InputError(f"share of {names[bad[0]]!r} must be > 0, got {weights[bad[0]]!r}", field="functions")
+        raise InputError(f"share of {names[bad[0]]!r} must be > 0, got {float(weights[bad[0]])!r}", field="functions")
     if len(set(names)) != len(names):
         raise InputError(f"duplicate function names in {names}", field="functions")
     return names, weights / weights.sum()
@@ -113,7 +113,7 @@ def poisson(rate_per_s: float, duration_s: float, functions: Functions, *, seed:
     """A homogeneous Poisson process: exponential inter-arrival times with mean ``1/rate_per_s``."""
     rate = _check_positive("rate_per_s", rate_per_s)
     duration = _check_positive("duration_s", duration_s)
-    _check_budget(rate * duration, "the rate or the duration", "rate_per_s")
+    _check_budget(rate * duration, "the rate or the duration", "rate_per_s*duration_s")
     rng = np.random.default_rng(seed)
     _shares(functions)
     t = piecewise_poisson(np.array([0.0]), np.array([rate]), duration, rng)
@@ -145,7 +145,7 @@ def mmpp(
             field="rates_per_s" if rates.size < 2 else "mean_dwell_s",
         )
     duration = _check_positive("duration_s", duration_s)
-    _check_budget(float(rates.max()) * duration, "the highest rate or the duration", "rates_per_s")
+    _check_budget(float(rates.max()) * duration, "the highest rate or the duration", "rates_per_s*duration_s")
     changes = duration / float(dwell.min())
     if changes > MAX_STATE_CHANGES:
         raise InputError(
@@ -195,7 +195,7 @@ def diurnal(
     if not math.isfinite(phase_s):
         raise InputError(f"must be a finite number, got {phase_s!r}", field="phase_s")
     # thinning draws candidates at the peak rate: that is what gets allocated
-    _check_budget(mean * (1.0 + amplitude) * duration, "the rate or the duration", "mean_rate_per_s")
+    _check_budget(mean * (1.0 + amplitude) * duration, "the rate or the duration", "mean_rate_per_s*duration_s")
     _shares(functions)
     rng = np.random.default_rng(seed)
     peak = mean * (1.0 + amplitude)
@@ -229,7 +229,7 @@ def steps(
         raise InputError(f"{rates.size} rates but {lengths.size} step lengths", field="step_s")
     for v in lengths:
         _check_positive("step_s", v)
-    _check_budget(float(np.sum(rates * lengths)), "the rates or the step lengths", "rates_per_s")
+    _check_budget(float(np.sum(rates * lengths)), "the rates or the step lengths", "rates_per_s*step_s")
     _shares(functions)
     rng = np.random.default_rng(seed)
     starts = np.concatenate([[0.0], np.cumsum(lengths)[:-1]])

@@ -199,7 +199,7 @@ def _numbers(
         raise TraceError(f"{what} {reason}: {raw!r}", file=path, row=_line(i), field=col)
     if minimum is not None and (values < minimum).any():
         i = int(np.flatnonzero(values < minimum)[0])
-        raise TraceError(f"{what} must be >= {minimum:g}, got {values[i]!r}", file=path, row=_line(i), field=col)
+        raise TraceError(f"{what} must be >= {minimum:g}, got {float(values[i])!r}", file=path, row=_line(i), field=col)
     return values
 
 
@@ -395,7 +395,7 @@ def parse_azure2019(path: Path, rate_scale: float, rng: np.random.Generator) -> 
     counts = np.stack([_numbers(frame, c, path, what="count") for c in minutes], axis=1)  # (functions, minutes)
     if np.any(counts != np.floor(counts)):
         r, c = np.argwhere(counts != np.floor(counts))[0]
-        raise TraceError(f"count must be a whole number, got {counts[r, c]!r}", file=path, row=_line(r), field=minutes[c])
+        raise TraceError(f"count must be a whole number, got {float(counts[r, c])!r}", file=path, row=_line(r), field=minutes[c])
     scaled = _scale_counts(counts, rate_scale, rng)
     flat, frac = _spread(scaled, rng, file=path)
     row, col = np.divmod(flat, len(minutes))

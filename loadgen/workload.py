@@ -217,7 +217,7 @@ def _not_parquet_hint(path: Path) -> str:
         return "the file is empty"
     if head == b"PAR1":
         return "it starts like Parquet but its footer is missing: truncated or still being written?"
-    if path.suffix.lower() in (".csv", ".gz", ".tsv") or head[:1].isalpha():
+    if path.suffix.lower() in (".csv", ".gz", ".tsv") or (head.isascii() and head.decode("ascii").isprintable()):
         return "it looks like a CSV; turn a trace into a workload with `scoretune workload from-trace KIND FILE -o WL.parquet`"
     return "a workload is a Parquet file written by `scoretune workload synth|from-trace`"
 
