@@ -9,6 +9,7 @@ import dataclasses
 import inspect
 import json
 import logging
+import math
 import typing
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,10 @@ def dataclass_command(cls: type, run: typing.Callable[[Any], Any], doc: str) -> 
     params = []
     for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
-        decl = f"{flag}/--no-{flag[2:]}" if hints[f.name] is bool else flag
-        option = typer.Option(f.default, decl, help=f.metadata.get("help"))
+        is_flag = hints[f.name] is bool
+        decl = f"{flag}/--no-{flag[2:]}" if is_flag else flag
+        # metavar "": a flag takes no value, so --help shows no <bool> type beside it
+        option = typer.Option(f.default, decl, help=f.metadata.get("help"), **({"metavar": ""} if is_flag else {}))
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=hints[f.name]))
 
     def command(**kwargs: Any) -> None:
@@ -97,7 +100,7 @@ def checkpoint_policies(items: list[str]) -> dict[str, str]:
 
 def evaluate_command(
     split: str = typer.Option("test", help="Scenario split to evaluate on."),
-    seeds: int = typer.Option(3, help="Seeds per scenario (independent repetitions; intervals are over seeds)."),
+    seeds: int = typer.Option(3, min=1, max=1000, help="Seeds per scenario (independent repetitions; intervals are over seeds)."),
     out: Path = typer.Option(Path("docs/results"), help="Directory for table.md, table.csv, results.csv, plots."),
     policy: Path = typer.Option(SHIPPED_POLICY, help="The policy evaluated as method 'policy'."),
     ablation: list[str] = typer.Option([], help="More policies as NAME=FILE (the ablations), repeatable. A NAME ending in "
@@ -109,17 +112,17 @@ def evaluate_command(
     methods: str = typer.Option("default,equal,random,tpe,gp,cmaes,hill", help="Baselines, comma-separated."),
     scenarios: str = typer.Option("", help="Comma-separated scenario names, or gen-N / gentrace-N for member N of the "
                                   "synthetic / trace-window generated family (default: the whole split)."),
-    steps: int = typer.Option(10, help="Runs per experiment after the reference (T)."),
-    oracle_runs: int = typer.Option(500, help="Runs of the oracle's search per scenario and seed (>= 500)."),
+    steps: int = typer.Option(10, min=1, max=10_000, help="Runs per experiment after the reference (T)."),
+    oracle_runs: int = typer.Option(500, min=0, max=1_000_000, help="Runs of the oracle's search per scenario and seed (>= 500)."),
     metric: str = typer.Option("mean", help="Latency metric: mean, p50, p95 or p99."),
-    jobs: int = typer.Option(2, help="Worker processes."),
-    seed_offset: int = typer.Option(0, help="First seed (a validation run on the training split uses an offset)."),
-    oracle_only: bool = typer.Option(False, "--oracle-only", help="Only compute and cache the oracle (DIR/oracle.json)."),
-    sim_seed: int = typer.Option(-1, help="Fix the simulator's seed (one objective per scenario; seeds then vary "
+    jobs: int = typer.Option(2, min=1, max=256, help="Worker processes."),
+    seed_offset: int = typer.Option(0, min=0, max=2**31 - 1, help="First seed (a validation run on the training split uses an offset)."),
+    oracle_only: bool = typer.Option(False, "--oracle-only", metavar="", help="Only compute and cache the oracle (DIR/oracle.json)."),
+    sim_seed: int = typer.Option(-1, min=-1, max=2**32 - 1, help="Fix the simulator's seed (one objective per scenario; seeds then vary "
                                  "only the tuners). -1: the simulator's seed follows the seed."),
 ) -> None:
     """Run every method on every held-out scenario and write the results table and plots."""
-    from agent.evaluate import evaluate, markdown_table
+    from agent.evaluate import evaluate
     from agent.scenario_objectives import split_names
 
     names = [s for s in scenarios.split(",") if s] or split_names(split)
@@ -149,8 +152,35 @@ def evaluate_command(
         console.print(f"oracle cached in {out / 'oracle.json'}")
         return
     best_baseline = json.loads((out / "evaluation.json").read_text()).get("best_baseline")
-    console.print(markdown_table(table, best_baseline))
+    console.print(terminal_table(table, best_baseline))
     console.print(f"wrote {out}/table.md, table.csv, results.csv, tuning-curves.png, final-improvement.png")
+
+
+def terminal_table(table: Any, best_baseline: str | None) -> Table:
+    """The results table for an 80-column terminal (table.md keeps the wide Markdown form): one
+    column per figure, the value over its 95 % interval; method names never wrap or fold."""
+    from rich import box
+    from rich.markup import escape
+
+    from agent.evaluate import _fmt
+
+    out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
+                caption=f"means over seeds, 95 % CI below; best baseline: {best_baseline or '–'}")
+    out.add_column("method", no_wrap=True, overflow="fold")  # a name too long for the line folds, never cut
+    for header in ("vs fixed\n(%)", "vs best\nbaseline (%)", "gap\nclosed (%)", "steps\nto 90 %"):
+        out.add_column(header, justify="right", no_wrap=True)  # "[-12.3, 45.6]" kept whole
+
+    def cell(r: Any, col: str, *, pct: bool, digits: int = 1) -> str:
+        text = _fmt(r.get(col), r.get(f"{col}_low"), r.get(f"{col}_high"), pct=pct, digits=digits)
+        value, _, interval = text.partition(" [")
+        return value + (f"\n[{interval}" if interval else "")
+
+    for _, r in table.iterrows():
+        out.add_row(escape(str(r["method"])), escape(cell(r, "improvement_pct", pct=True)),
+                    escape(cell(r, "over_best_baseline_pct", pct=True)),
+                    escape(cell(r, "gap_closed", pct=False, digits=0)),
+                    escape(cell(r, "steps_to_90", pct=True).lstrip("+")))
+    return out
 
 
 def combine_command(
@@ -160,11 +190,11 @@ def combine_command(
 ) -> None:
     """One results table from several evaluations (a set evaluated in parts, or new policies on
     scenarios the baselines already ran on), rescored together."""
-    from agent.evaluate import combine, markdown_table
+    from agent.evaluate import combine
 
     table = combine(dirs, out, [m for m in methods.split(",") if m] or None)
     best_baseline = json.loads((out / "evaluation.json").read_text()).get("best_baseline")
-    console.print(markdown_table(table, best_baseline))
+    console.print(terminal_table(table, best_baseline))
     console.print(f"wrote {out}/table.md, table.csv, results.csv, tuning-curves.png, final-improvement.png")
 
 
@@ -177,7 +207,118 @@ def _argv_tail(command: str) -> list[str]:
 # --- tune: the live loop -------------------------------------------------------------------------
 
 
+def _finite(low: float, high: float, *, low_open: bool = False) -> typing.Callable[[float], float]:
+    """A click callback: a finite float in ``[low, high]`` (``(low, high]`` with ``low_open``);
+    click's own ranges let NaN through (every comparison with NaN is false)."""
+
+    def check(value: float) -> float:
+        if value is None:
+            return value
+        bad_low = value <= low if low_open else value < low
+        if not math.isfinite(value) or bad_low or value > high:
+            raise typer.BadParameter(f"must be a finite number in {'(' if low_open else '['}{low:g}, {high:g}], "
+                                     f"got {value}")
+        return value
+
+    return check
+
+
+_RESUME_OPTIONS = {
+    "backend": "--backend", "cluster": "--cluster", "workload": "--workload", "policy": "--policy",
+    "method": "--method", "steps": "--steps", "metric": "--metric", "repeats": "--repeats", "seed": "--seed",
+    "max_reruns": "--max-reruns", "confirm": "--confirm", "max_dispatch_lag_p99_s": "--max-dispatch-lag-s",
+    "max_late_share": "--max-late-share", "kubeconfig": "--kubeconfig", "context": "--context",
+    "namespace": "--namespace", "ingress_url": "--ingress-url",
+}
+"""Config field (or backend option) -> the ``tune`` option that sets it, for resume errors."""
+
+
+def _given(ctx: typer.Context) -> set[str]:
+    """The parameters the user typed (not defaults)."""
+    from typer._click.core import ParameterSource
+
+    return {name for name in ctx.params if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE}
+
+
+def _same_cluster(a: str, b: str) -> bool:
+    """Two ``--cluster`` values naming the same spec (a name and the path of its file, say)."""
+    if a == b:
+        return True
+    from testbed.cluster import load_cluster
+
+    try:
+        return load_cluster(a) == load_cluster(b)
+    except Exception:  # noqa: BLE001 - an unreadable spec is simply not the stored one
+        return False
+
+
+def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str, Any]) -> Any:
+    """The stored config with what the command line may change applied (more ``--steps``,
+    ``--max-reruns``, the kube address); any option that contradicts the stored experiment is an
+    error naming the option and both values. Options left out resume the experiment as it was."""
+    from agent.backends import KubeOptions
+    from agent.stats import HealthBounds
+    from agent.tune import absolute_if_file, read_log, resume_conflicts
+
+    def refuse(option: str, was: Any, now: Any) -> typing.NoReturn:
+        raise AgentError(f"{option} {now!r} contradicts the experiment in {resume} (run with {was!r}, "
+                         f"{resume / 'config.json'}); leave {option} out to resume it as it was")
+
+    if "overwrite" in given and values["overwrite"]:
+        raise AgentError("--overwrite and --resume contradict each other: --overwrite deletes the experiment --resume continues")
+    if "out" in given and values["out"] is not None and Path(values["out"]).resolve() != resume.resolve():
+        refuse("--out", str(resume), str(values["out"]))
+    overrides: dict[str, Any] = {}
+    if values["embedded_default"]:
+        if stored.workload != "lab":
+            refuse("--embedded-default (workload lab)", stored.workload, "lab")
+        if stored.backend not in ("local", "sim"):
+            refuse("--embedded-default (backend local or sim)", stored.backend, "local or sim")
+        if "policy" not in given and stored.policy != str(SHIPPED_POLICY):
+            refuse("--embedded-default (the shipped policy)", stored.policy, str(SHIPPED_POLICY))
+    for name in ("backend", "metric", "method"):
+        if name in given:
+            overrides[name] = values[name]
+    for name in ("steps", "repeats", "seed", "max_reruns"):
+        if name in given:
+            overrides[name] = values[name]
+    if "confirm" in given and values["confirm"] >= 0:
+        overrides["confirm"] = values["confirm"]
+    if "workload" in given:
+        overrides["workload"] = absolute_if_file(values["workload"])
+    if "policy" in given and values["policy"] is not None:
+        overrides["policy"] = str(Path(values["policy"]).resolve())
+    if "cluster" in given and values["cluster"]:
+        cluster = absolute_if_file(values["cluster"])
+        if not _same_cluster(stored.cluster, cluster):
+            refuse("--cluster", stored.cluster, values["cluster"])
+    health = stored.health
+    if "max_dispatch_lag_s" in given:
+        health = dataclasses.replace(health, max_dispatch_lag_p99_s=values["max_dispatch_lag_s"])
+    if "max_late_share" in given:
+        health = dataclasses.replace(health, max_late_share=values["max_late_share"])
+    overrides["health"] = HealthBounds(**dataclasses.asdict(health))
+    kube = {k: values[k] for k in ("kubeconfig", "context", "namespace", "ingress_url") if k in given}
+    if kube:
+        if stored.backend != "kube":
+            refuse(_RESUME_OPTIONS[next(iter(kube))], f"backend {stored.backend}", next(iter(kube.values())))
+        overrides["backend_options"] = {**dataclasses.asdict(KubeOptions(**stored.backend_options)), **kube}
+    config = dataclasses.replace(stored, **overrides)
+    recorded = len(read_log(resume)) - 1
+    for name, was, now in resume_conflicts(stored, config, recorded_steps=recorded):
+        if name == "health":
+            if was.max_dispatch_lag_p99_s != now.max_dispatch_lag_p99_s:
+                refuse("--max-dispatch-lag-s", was.max_dispatch_lag_p99_s, now.max_dispatch_lag_p99_s)
+            refuse("--max-late-share", was.max_late_share, now.max_late_share)
+        if name == "steps":
+            raise AgentError(f"--steps {now} is fewer than the {recorded} steps {resume / 'experiment.jsonl'} "
+                             "already holds; give at least that many (or leave --steps out)")
+        refuse(_RESUME_OPTIONS.get(name, name), was, now)
+    return config
+
+
 def tune_command(
+    ctx: typer.Context,
     backend: str = typer.Option("sim", help="Where to run: sim, local (embedded lab) or kube."),
     cluster: str = typer.Option("", help="Cluster spec name or path (default: the workload scenario's)."),
     workload: str = typer.Option("lab", help="Workload: a Parquet file, 'lab', or a scenario name."),
@@ -185,20 +326,25 @@ def tune_command(
                                 "its config's `act` says (mean or sample) unless --method policy|policy-sample."),
     method: str = typer.Option("", help="Tune with a baseline instead: default, equal, random, tpe, gp, cmaes, hill "
                                "(or, with --policy, policy-sample: draw from the policy's Gaussian)."),
-    steps: int = typer.Option(10, help="Runs after the reference (T)."),
+    steps: int = typer.Option(10, min=1, max=10_000, help="Runs after the reference (T). With --resume, more steps "
+                              "continue a finished experiment."),
     out: Path = typer.Option(None, help="Experiment directory (log, runs, summary, best config)."),
-    resume: Path = typer.Option(None, help="Continue the interrupted experiment in this directory."),
+    resume: Path = typer.Option(None, help="Continue the interrupted experiment in this directory (options left "
+                                "out are the stored ones; contradicting ones are refused)."),
     metric: str = typer.Option("mean", help="Latency metric: mean, p50, p95 or p99."),
-    repeats: int = typer.Option(1, help="Runs per profile, each paired with a reference run when > 1."),
-    seed: int = typer.Option(0, help="Seed of the workload replay and of the tuner."),
-    max_reruns: int = typer.Option(3, help="Reruns of a void run (unhealthy load generator) before giving up."),
-    confirm: int = typer.Option(-1, help="Measured backends: rerun the best profile N times paired with the "
-                                "reference before applying it (-1: 3 with --embedded-default, else 0)."),
-    max_dispatch_lag_s: float = typer.Option(0.5, help="Void a run whose p99 dispatch lag exceeds this (s)."),
-    max_late_share: float = typer.Option(0.05, help="Void a run with a larger share of late dispatches."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Delete a previous experiment in --out first."),
+    repeats: int = typer.Option(1, min=1, max=100, help="Runs per profile, each paired with a reference run when > 1."),
+    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed of the workload replay and of the tuner."),
+    max_reruns: int = typer.Option(3, min=0, max=100,
+                                   help="Reruns of a void run (unhealthy load generator) before giving up."),
+    confirm: int = typer.Option(-1, min=-1, max=100, help="Measured backends: rerun the best profile N times paired "
+                                "with the reference before applying it (-1: 3 with --embedded-default, else 0)."),
+    max_dispatch_lag_s: float = typer.Option(0.5, callback=_finite(0.0, 3600.0, low_open=True),
+                                             help="Void a run whose p99 dispatch lag exceeds this (s)."),
+    max_late_share: float = typer.Option(0.05, callback=_finite(0.0, 1.0),
+                                         help="Void a run with a larger share of late dispatches (0..1)."),
+    overwrite: bool = typer.Option(False, "--overwrite", metavar="", help="Delete a previous experiment in --out first."),
     embedded_default: bool = typer.Option(
-        False, "--embedded-default",
+        False, "--embedded-default", metavar="",
         help="make tune: the shipped policy on the embedded lab (lab-small, the lab workload), or the simulator if the lab cannot start.",
     ),
     kubeconfig: str = typer.Option(None, help="kube: kubeconfig file."),
@@ -211,19 +357,19 @@ def tune_command(
     from agent.backends import KubeOptions, embedded_default_backend, make_backend, resolve_workload
     from agent.scenario_objectives import workload_context
     from agent.stats import HealthBounds
-    from agent.tune import CONFIG_NAME, Experiment, ExperimentConfig
+    from agent.tune import CONFIG_NAME, Experiment, ExperimentConfig, label_legend
     from agent.tuners import make_tuner
     from testbed.cluster import load_cluster
 
     if resume is not None:
-        cfg_path = resume / CONFIG_NAME
-        if not cfg_path.exists():
-            raise AgentError(f"{cfg_path}: no experiment to resume")
-        config = ExperimentConfig.from_dict(json.loads(cfg_path.read_text()), file=cfg_path)
+        stored = ExperimentConfig.load(resume)
+        config = _resume_config(stored, resume, _given(ctx), dict(ctx.params))
         out = resume
     else:
         if out is None:
             raise AgentError("--out DIR is required (or --resume DIR)")
+        if out.exists() and not out.is_dir():
+            raise AgentError(f"{out}: not a directory (--out names the experiment directory)")
         if overwrite and (out / CONFIG_NAME).exists():
             import shutil
 
@@ -236,8 +382,9 @@ def tune_command(
             pass  # the policy, deterministic or sampling
         elif (policy is None) == (not method):
             raise AgentError("give exactly one of --policy FILE or --method NAME")
-        if policy is not None and not Path(policy).exists():
-            raise AgentError(f"{policy}: policy file does not exist")
+        if policy is not None and not Path(policy).is_file():
+            raise AgentError(f"{policy}: policy file does not exist" if not Path(policy).exists()
+                             else f"{policy}: not a file (--policy names a policy zip)")
         if policy is not None and not method:
             from agent.tuners import policy_method
 
@@ -250,13 +397,18 @@ def tune_command(
             health=HealthBounds(max_dispatch_lag_p99_s=max_dispatch_lag_s, max_late_share=max_late_share),
             backend_options=dataclasses.asdict(KubeOptions(kubeconfig, context, namespace, ingress_url))
             if backend == "kube" else {},
-        )
+        ).with_absolute_paths()
 
     wl, scenario_cluster = resolve_workload(config.workload, seed=config.seed)
     cluster_name = config.cluster or scenario_cluster
     if not cluster_name and config.backend != "kube":
         raise AgentError("--cluster is required for this workload (it names no cluster)")
     spec = load_cluster(cluster_name) if cluster_name else None
+    # the tuner first: a broken policy file fails before a lab starts
+    context_facts = workload_context(spec, wl) if spec is not None else {}
+    tuner = make_tuner(config.method, ActionCodec(), seed=config.seed,
+                       policy=Path(config.policy) if config.policy else None, steps=config.steps,
+                       context=context_facts)
     if config.backend == "auto":
         be, chosen = embedded_default_backend(seed=config.seed)
         config = dataclasses.replace(config, backend=chosen, cluster=cluster_name)
@@ -264,26 +416,20 @@ def tune_command(
         be = make_backend(config.backend, spec, seed=config.seed, kube=KubeOptions(**config.backend_options)
                           if config.backend_options else None)
         config = dataclasses.replace(config, cluster=cluster_name or "")
-    context_facts = workload_context(spec, wl) if spec is not None else {}
-    tuner = make_tuner(config.method, ActionCodec(), seed=config.seed,
-                       policy=Path(config.policy) if config.policy else None, steps=config.steps,
-                       context=context_facts)
 
     console.print(f"[bold]scoretune tune[/]: {config.method} on [bold]{config.backend}[/], cluster {config.cluster or '(live)'}, "
                   f"workload {wl.name} ({len(wl)} requests, {wl.duration_s:.0f} s), {config.steps} steps -> {out}")
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    console.print("[dim]profiles: " + "\n".join(label_legend(70)) + "[/]")
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console)
     task = progress.add_task("step 0", total=config.steps + 1)
 
     def on_start(step: int, setting: Any) -> None:
-        progress.update(task, description=f"step {step}: {setting.label()}")
+        what = f"step {step}" if step <= config.steps else f"confirmation {step - config.steps}/{config.confirm}"
+        progress.update(task, description=what)
 
     def on_step(record: Any, records: list[Any]) -> None:
-        best = min(r.metric for r in records)
-        progress.console.print(
-            f"step {record.step:>2}  {record.metric:.4f} s  {record.improvement_pct:+6.2f} %  best {best:.4f} s  "
-            f"[dim]{record.label}[/]  {record.verdict}"
-        )
+        progress.console.print(step_lines(record, records))
         progress.update(task, completed=len(records))
 
     try:
@@ -299,25 +445,43 @@ def tune_command(
     _print_summary(summary, out)
 
 
+def step_lines(record: Any, records: list[Any]) -> str:
+    """A finished step in two lines of at most 80 columns: the figures, then the profile in its
+    compact form (plugin abbreviations, legend printed at the start), indented."""
+    from rich.markup import escape
+
+    from agent.tune import compact_label
+
+    best = min(r.metric for r in records)
+    return (f"step {record.step:>3}  {record.metric:.4f} s  {record.improvement_pct:+7.2f} %  best {best:.4f} s  "
+            f"{escape(record.verdict)}\n         [dim]{escape(compact_label(record.setting))}[/]")
+
+
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
+    from agent.tune import compact_label, format_ci
+
     table = Table(title=f"{summary['method']} on {summary['backend']}: {summary['steps']} steps")
     for col in ("", "latency (s)", "step"):
         table.add_column(col)
     table.add_row("default weights (reference)", f"{summary['reference_metric']:.4f}", "0")
     table.add_row("best", f"{summary['best_metric']:.4f}", str(summary["best_step"]))
     console.print(table)
+    best_setting = {"weights": summary["best_weights"], "strategy": summary["best_strategy"],
+                    "shape": summary.get("best_shape")}
+    console.print(f"best profile: {compact_label(best_setting)}")
     ci = summary.get("improvement_ci_pct") or [None, None]
-    ci_text = f" (95 % CI {ci[0]:+.2f} .. {ci[1]:+.2f} %)" if ci[0] is not None and summary.get("repeats", 1) > 1 else ""
     conf = summary.get("confirmation") or {}
     if conf.get("improvement_pct") is not None and conf.get("ci_low") is not None:
         # paired reruns measured the best profile again: that estimate is the one to report
         console.print(
-            f"Best step, unreplicated: {summary['improvement_pct']:+.2f} %; paired confirmation "
+            f"Best step, unreplicated: {summary['improvement_pct']:+.1f} %; paired confirmation "
             f"({len(conf.get('samples', []))} pairs):"
         )
-        headline = f"{conf['improvement_pct']:+.2f} %[/] (95 % CI {conf['ci_low']:+.2f} .. {conf['ci_high']:+.2f} %)"
+        headline = format_ci(conf["improvement_pct"], conf["ci_low"], conf["ci_high"]) + "[/] (95 % CI)"
+    elif ci[0] is not None and summary.get("repeats", 1) > 1:
+        headline = format_ci(summary["improvement_pct"], ci[0], ci[1]) + "[/] (95 % CI)"
     else:
-        headline = f"{summary['improvement_pct']:+.2f} %[/]{ci_text}"
+        headline = f"{summary['improvement_pct']:+.1f} %[/]"
     console.print(
         f"[bold]Improvement over the default weights: {headline} — {summary['verdict']}; "
         f"applied step {summary['applied_step']}, exported {out / 'best-scheduler-config.yaml'}"

@@ -36,10 +36,11 @@ import numpy as np
 import pandas as pd
 
 from agent.actions import ActionCodec
-from agent.errors import AgentError
+from agent.errors import AgentError, InputError
 from agent.objective import Objective
 from agent.provenance import provenance
 from agent.stats import mean_ci
+from agent.tune import md_cell, save_figure_atomic, write_atomic
 from agent.tuners import BASELINES, OptunaTuner, Tuner, make_tuner
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ def budget_markdown(budget: pd.DataFrame) -> str:
     lines = ["| method | " + " | ".join(f"T = {t}" for t in ts) + " |", "|---|" + "---:|" * len(ts)]
     for method, group in budget.groupby("method", sort=False):
         cells = group.set_index("steps")
-        lines.append(f"| {method} | " + " | ".join(
+        lines.append(f"| {md_cell(str(method))} | " + " | ".join(
             _fmt(cells.loc[t, "gap_closed"], cells.loc[t, "gap_closed_low"], cells.loc[t, "gap_closed_high"],
                  pct=False, digits=0) for t in ts) + " |")
     return "\n".join(lines) + "\n"
@@ -245,7 +246,7 @@ def markdown_table(table: pd.DataFrame, best_baseline: str | None) -> str:
     ]
     for _, r in table.iterrows():
         lines.append(
-            f"| {r['method']} | {_fmt(r['improvement_pct'], r['improvement_pct_low'], r['improvement_pct_high'], pct=True)} "
+            f"| {md_cell(str(r['method']))} | {_fmt(r['improvement_pct'], r['improvement_pct_low'], r['improvement_pct_high'], pct=True)} "
             f"| {_fmt(r.get('over_best_baseline_pct'), r.get('over_best_baseline_pct_low'), r.get('over_best_baseline_pct_high'), pct=True)} "
             f"| {_fmt(r['gap_closed'], r['gap_closed_low'], r['gap_closed_high'], pct=False, digits=0)} "
             f"| {_fmt(r['steps_to_90'], r['steps_to_90_low'], r['steps_to_90_high'], pct=True, digits=1).lstrip('+')} |"
@@ -272,6 +273,9 @@ def plot_curves(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.plot(np.arange(len(mean)), mean, style, color=color, marker="o", markersize=3, label=method)
     oracle = (frame.groupby(["scenario", "seed"])["oracle"].first() / frame.groupby(["scenario", "seed"])["reference"].first()).mean()
     ax.axhline(oracle, color="black", linestyle=":", label="oracle")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole runs
     ax.set_xlabel("step")
     ax.set_ylabel("best-so-far latency / reference")
     ax.set_title("Tuning curves (mean over held-out scenarios and seeds)")
@@ -291,7 +295,7 @@ def _save_figure(fig: Any, ax: Any, path: Path) -> Path:
 
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure_atomic(fig, path)
     plt.close(fig)
     return path
 
@@ -303,12 +307,12 @@ def write_tables(frame: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
     table = summary_table(frame)
     flat = frame.copy()
     flat["metrics"] = flat["metrics"].map(json.dumps)
-    flat.to_csv(out_dir / "results.csv", index=False)
-    table.to_csv(out_dir / "table.csv", index=False)
-    (out_dir / "table.md").write_text(markdown_table(table, frame.attrs.get("best_baseline")))
+    write_atomic(out_dir / "results.csv", flat.to_csv(index=False))
+    write_atomic(out_dir / "table.csv", table.to_csv(index=False))
+    write_atomic(out_dir / "table.md", markdown_table(table, frame.attrs.get("best_baseline")))
     budget = budget_table(frame)
-    budget.to_csv(out_dir / "budget.csv", index=False)
-    (out_dir / "budget.md").write_text(budget_markdown(budget))
+    write_atomic(out_dir / "budget.csv", budget.to_csv(index=False))
+    write_atomic(out_dir / "budget.md", budget_markdown(budget))
     plot_curves(frame, out_dir)
     return table
 
@@ -337,9 +341,19 @@ def evaluate(
         raise AgentError("evaluate: no scenarios to evaluate")
     if oracle_runs and oracle_runs < 500:
         log.warning("oracle_runs=%d: the issue asks for at least 500 runs per scenario", oracle_runs)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if seeds < 1:
+        raise AgentError(f"evaluate: seeds must be >= 1, got {seeds}")
+    if steps < 1:
+        raise AgentError(f"evaluate: steps must be >= 1, got {steps}")
+    if oracle_runs < 0:
+        raise AgentError(f"evaluate: oracle_runs must be >= 0, got {oracle_runs}")
+    from agent.metrics import METRICS
+
+    if metric not in METRICS:
+        raise AgentError(f"unknown metric {metric!r}; valid: {list(METRICS)}")
+    _make_out_dir(out_dir)
     cache_path = out_dir / "oracle.json"
-    cache: dict[str, float] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    cache = _read_oracle_cache(cache_path)
 
     def key(scenario: str, seed: int) -> str:
         return f"{scenario}@{seed}:{oracle_runs}:{metric}"
@@ -357,7 +371,7 @@ def evaluate(
             for r in out:
                 seed = r["seed"] if sim_seed is None else sim_seed
                 cache[key(r["scenario"], seed)] = r["oracle_search"]
-            cache_path.write_text(json.dumps(cache, indent=2, sort_keys=True) + "\n")
+            write_atomic(cache_path, json.dumps(cache, indent=2, sort_keys=True) + "\n")
         return out
 
     seed_list = list(range(seed_offset, seed_offset + seeds))
@@ -393,7 +407,7 @@ def evaluate(
         "config": dict(config or {}),
         "provenance": provenance(),
     }
-    (out_dir / "evaluation.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    write_atomic(out_dir / "evaluation.json", json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     return table
 
 
@@ -407,15 +421,9 @@ def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None =
     keep = ["scenario", "seed", "method", "metrics", "oracle_search"]
     parts = []
     for d in dirs:
-        path = Path(d) / "results.csv"
-        if not path.exists():
-            raise AgentError(f"{path}: missing (an output of `scoretune evaluate --out {d}`)")
-        frame = pd.read_csv(path)
-        missing = [c for c in keep if c not in frame.columns]
-        if missing:
-            raise AgentError(f"{path}: not an evaluate results table (no column {missing[0]!r})")
-        frame["metrics"] = frame["metrics"].map(json.loads)
-        parts.append(frame[keep])
+        parts.append(read_results(Path(d))[keep])
+    if not parts:
+        raise AgentError("combine: no evaluation directories given")
     rows = pd.concat(parts, ignore_index=True)
     dup = rows.duplicated(["scenario", "seed", "method"])
     if dup.any():
@@ -435,10 +443,85 @@ def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None =
         raise AgentError(f"method {partial[0]!r} lacks {len(union - cells[partial[0]])} of the {len(union)} "
                          "(scenario, seed) cells the others cover (select methods with --methods)")
     frame = score_rows(rows.to_dict("records"))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _make_out_dir(out_dir)
     table = write_tables(frame, out_dir)
     meta = {"combined": [str(d) for d in dirs], "scenarios": sorted(frame["scenario"].unique().tolist()),
             "methods": list(dict.fromkeys(frame["method"])), "best_baseline": frame.attrs.get("best_baseline"),
             "provenance": provenance()}
-    (out_dir / "evaluation.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    write_atomic(out_dir / "evaluation.json", json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     return table
+
+
+RESULTS_COLUMNS = ("scenario", "seed", "method", "metrics", "oracle_search")
+
+
+def read_results(directory: Path) -> pd.DataFrame:
+    """An evaluation's ``results.csv``, every row checked (``metrics`` a JSON list of finite
+    latencies, ``seed`` an integer, ``oracle_search`` a number): a bad file is one error naming
+    the file, the row (as a spreadsheet numbers it, the header being row 1) and the column."""
+    path = directory / "results.csv"
+    if directory.exists() and not directory.is_dir():
+        raise InputError("not a directory (combine takes directories written by `scoretune evaluate --out`)",
+                         file=directory)
+    if not path.is_file():
+        raise AgentError(f"{path}: missing (an output of `scoretune evaluate --out {directory}`)")
+    try:
+        frame = pd.read_csv(path, dtype={"scenario": str, "method": str, "metrics": str}, keep_default_na=False,
+                            encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text (byte {err.start})", file=path) from None
+    except pd.errors.EmptyDataError:
+        raise InputError("empty (not an evaluate results table)", file=path) from None
+    except (pd.errors.ParserError, ValueError) as err:
+        raise InputError(f"not a CSV table: {str(err).strip()}", file=path) from None
+    missing = [c for c in RESULTS_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"not an evaluate results table (no column {missing[0]!r})", file=path)
+    if frame.empty:
+        raise InputError("no rows (not an evaluate results table)", file=path)
+    metrics, seeds, oracles = [], [], []
+    for i, r in enumerate(frame.itertuples(index=False), start=2):
+        try:
+            m = json.loads(r.metrics)
+        except (TypeError, json.JSONDecodeError):
+            raise InputError(f"not a JSON list of latencies: {str(r.metrics)[:40]!r}", file=path, row=i,
+                             field="metrics") from None
+        if (not isinstance(m, list) or not m or not all(isinstance(x, int | float) and not isinstance(x, bool)
+                                                          and math.isfinite(x) and x > 0 for x in m)):
+            raise InputError("not a non-empty list of positive finite latencies", file=path, row=i, field="metrics")
+        metrics.append([float(x) for x in m])
+        try:
+            seed = int(str(r.seed))
+            oracle = float(str(r.oracle_search))
+        except ValueError:
+            raise InputError("seed must be an integer and oracle_search a number", file=path, row=i,
+                             field="seed/oracle_search") from None
+        if math.isnan(oracle) or oracle <= 0:
+            raise InputError(f"not a positive latency: {r.oracle_search!r}", file=path, row=i, field="oracle_search")
+        if not r.scenario or not r.method:
+            raise InputError("empty scenario or method", file=path, row=i, field="scenario/method")
+        seeds.append(seed)
+        oracles.append(oracle)
+    frame["metrics"], frame["seed"], frame["oracle_search"] = metrics, seeds, oracles
+    return frame
+
+
+def _make_out_dir(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("not a directory (--out names the directory the tables and plots go to)", file=out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _read_oracle_cache(path: Path) -> dict[str, float]:
+    """``oracle.json`` of an earlier evaluation into the same directory (a cache: a broken one is an
+    error naming it, since silently recomputing 500-run searches would hide it)."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"not a JSON oracle cache ({err}); delete it to recompute the oracle", file=path) from None
+    if not isinstance(data, dict) or not all(isinstance(v, int | float) for v in data.values()):
+        raise InputError("not a mapping of 'scenario@seed:runs:metric' to latencies; delete it to recompute",
+                         file=path)
+    return {str(k): float(v) for k, v in data.items()}

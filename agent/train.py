@@ -86,6 +86,31 @@ def make_sampler(args: Args):
                          traces=args.generated_traces)
 
 
+def check_args(args: Args) -> None:
+    """Numbers and names SB3 would take and fail on later (or never): one line naming the option."""
+    import math
+
+    ints = {"total_timesteps": (1, 10**9), "num_envs": (1, 256), "n_steps": (1, 10**6), "batch_size": (1, 10**6),
+            "n_epochs": (1, 10**4), "checkpoint_freq": (0, 10**9)}
+    for name, (low, high) in ints.items():
+        value = getattr(args, name)
+        if not low <= value <= high:
+            raise AgentError(f"--{name.replace('_', '-')} must be in {low}..{high}, got {value}")
+    floats = {"learning_rate": (0.0, 1.0), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "clip_range": (0.0, 10.0),
+              "ent_coef": (0.0, 10.0), "log_std_init": (-20.0, 20.0)}
+    for name, (low, high) in floats.items():
+        value = getattr(args, name)
+        if not (math.isfinite(value) and low <= value <= high) or (name == "learning_rate" and value == 0):
+            raise AgentError(f"--{name.replace('_', '-')} must be a finite number in [{low:g}, {high:g}], got {value}")
+    if args.vec not in ("subproc", "dummy"):
+        raise AgentError(f"--vec must be subproc or dummy, got {args.vec!r}")
+    sizes = [p.strip() for p in args.net_arch.split(",")]
+    if not all(p.isdigit() and 0 < int(p) <= 4096 for p in sizes):
+        raise AgentError(f"--net-arch must be comma-separated layer sizes in 1..4096, got {args.net_arch!r}")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise AgentError(f"{args.out}: not a directory (--out names the training run's directory)")
+
+
 def learning_rate(args: Args):
     """The learning rate SB3 is given: a constant or a schedule of the remaining progress."""
     from stable_baselines3.common.utils import LinearSchedule
@@ -134,6 +159,7 @@ def train(args: Args, sampler=None) -> Path:
         raise AgentError(f"--action must be one of {list(ACTION_KINDS)}, got {args.action!r}")
     if args.action == "lattice" and args.algo == "sac":
         raise AgentError("--action lattice needs a categorical policy head: use --algo ppo")
+    check_args(args)
     lr = learning_rate(args)  # a bad --lr-schedule fails before any environment starts
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

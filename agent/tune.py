@@ -118,6 +118,13 @@ class ExperimentConfig:
             raise AgentError(f"confirm must be in 0..{MAX_CONFIRM}, got {self.confirm}")
         if not 0 <= self.seed <= MAX_SEED:
             raise AgentError(f"seed must be in 0..{MAX_SEED}, got {self.seed}")
+        from agent.backends import BACKENDS
+        from agent.tuners import METHODS
+
+        if self.method not in METHODS:
+            raise AgentError(f"unknown method {self.method!r}; valid: {list(METHODS)}")
+        if self.backend not in (*BACKENDS, "auto"):
+            raise AgentError(f"unknown backend {self.backend!r}; valid: {list(BACKENDS)}")
         if self.metric not in ("mean", "p50", "p95", "p99"):
             raise AgentError(f"unknown metric {self.metric!r}; valid: mean, p50, p95, p99")
         if self.reward not in REWARDS:

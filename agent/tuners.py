@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from agent.actions import ActionCodec, WeightSetting
-from agent.errors import AgentError, InputError
+from agent.errors import AgentError, InputError, ScoretuneError
 
 log = logging.getLogger(__name__)
 
@@ -235,13 +235,61 @@ class PolicyConfig:
 
     @classmethod
     def load(cls, path: Path) -> PolicyConfig:
+        """The config of a policy (its JSON), every field checked: a broken file is one error naming
+        the file and the field, before any model is loaded."""
         try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise InputError(f"cannot read the policy config: {err}", file=path) from err
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            raise InputError("the policy config is missing (the JSON beside the policy zip)", file=path) from None
+        except IsADirectoryError:
+            raise InputError("a directory, not a policy config", file=path) from None
+        except OSError as err:
+            raise InputError(f"cannot read the policy config: {err.strerror}", file=path) from None
+        except UnicodeDecodeError as err:
+            raise InputError(f"the policy config is not UTF-8 text (byte {err.start})", file=path) from None
+        except (json.JSONDecodeError, RecursionError) as err:
+            raise InputError(f"the policy config is not valid JSON: {err}", file=path) from None
+        if not isinstance(data, dict):
+            raise InputError(f"the policy config is a JSON {type(data).__name__}, not an object", file=path)
         known = {"algo", "steps", "reward", "info", "frame_stack", "metric", "incumbent", "act", "std_scale", "action",
                  "codec", "format"}
-        return cls(**{k: v for k, v in data.items() if k in known}, extra={k: v for k, v in data.items() if k not in known})
+        config = cls(**{k: v for k, v in data.items() if k in known},
+                     extra={k: v for k, v in data.items() if k not in known})
+        config.check(path)
+        return config
+
+    def check(self, path: Path | None = None) -> None:
+        """Every field of a loaded config has a usable value (InputError naming ``path`` and the field)."""
+        from agent.env import ACTION_KINDS
+        from agent.metrics import METRICS
+        from agent.observation import INFO_MODES
+        from agent.rewards import REWARDS
+
+        choices = {"algo": ("ppo", "sac"), "reward": REWARDS, "info": INFO_MODES, "metric": METRICS,
+                   "act": ("mean", "sample"), "action": ACTION_KINDS, "format": ("model", "policy")}
+        for name, valid in choices.items():
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in valid:
+                raise InputError(f"{value!r} is not one of {list(valid)}", file=path, field=name)
+        for name, low, high in (("steps", 1, 10_000), ("frame_stack", 1, 1000)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise InputError(f"must be an integer in {low}..{high}, got {value!r}", file=path, field=name)
+        if not isinstance(self.incumbent, bool):
+            raise InputError(f"must be true or false, got {self.incumbent!r}", file=path, field="incumbent")
+        scale = self.std_scale
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not (math.isfinite(scale) and scale > 0):
+            raise InputError(f"std_scale must be a positive number, got {scale!r}", file=path, field="std_scale")
+        if not isinstance(self.codec, Mapping):
+            raise InputError(f"must be a mapping (agent.actions.ActionCodec.to_dict), got {self.codec!r}",
+                             file=path, field="codec")
+        if self.codec:
+            try:
+                ActionCodec.from_dict(self.codec)
+            except ScoretuneError as err:
+                raise InputError(f"not an action codec: {err}", file=path, field="codec") from None
+            except (TypeError, ValueError, KeyError, AttributeError) as err:
+                raise InputError(f"not an action codec: {type(err).__name__}: {err}", file=path, field="codec") from None
 
 
 def policy_method(policy: Path) -> str:
@@ -292,13 +340,43 @@ def load_model(policy: Path, algo: str, fmt: str = "model"):
     torch.set_num_threads(1)  # a 64-64 MLP: one thread answers in microseconds, more only contend
     if not policy.exists():
         raise InputError("policy file does not exist", file=policy)
+    if not policy.is_file():
+        raise InputError("not a file (a policy is a zip written by `scoretune train`)", file=policy)
     if algo not in ("ppo", "sac"):
         raise AgentError(f"unknown algorithm {algo!r} in the policy config; valid: ppo, sac")
-    if fmt == "policy":
-        return {"ppo": ActorCriticPolicy, "sac": SACPolicy}[algo].load(str(policy), device="cpu")
-    if fmt != "model":
+    if fmt not in ("model", "policy"):
         raise InputError(f"unknown policy format {fmt!r}; valid: model, policy", file=policy, field="format")
-    return {"ppo": PPO, "sac": SAC}[algo].load(str(policy), device="cpu")
+    _check_policy_zip(policy, fmt)
+    try:
+        if fmt == "policy":
+            return {"ppo": ActorCriticPolicy, "sac": SACPolicy}[algo].load(str(policy), device="cpu")
+        return {"ppo": PPO, "sac": SAC}[algo].load(str(policy), device="cpu")
+    except Exception as err:  # noqa: BLE001 - torch/pickle/zip raise a dozen types for one cause: a broken file
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise InputError(f"not a loadable {algo.upper()} {fmt} ({type(err).__name__}: {first})", file=policy) from None
+
+
+def _check_policy_zip(policy: Path, fmt: str) -> None:
+    """The members SB3 writes: ``model.save`` a zip with ``data`` and ``policy.pth``; ``policy.save``
+    a torch archive (a zip of ``<name>/data.pkl`` and tensors). Checked first, so a truncated or
+    foreign file is named as such rather than by whatever torch's unpickler trips on."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(policy) as archive:
+            names = archive.namelist()
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
+        raise InputError(f"not a policy zip (truncated or not a zip archive: {err})", file=policy) from None
+    if bad is not None:
+        raise InputError(f"the policy zip is corrupt (member {bad} fails its CRC check)", file=policy)
+    if fmt == "model":
+        missing = [m for m in ("data", "policy.pth") if m not in names]
+    else:
+        missing = [] if any(n.endswith("/data.pkl") for n in names) else ["<name>/data.pkl"]
+    if missing:
+        raise InputError(f"not an SB3 {fmt} zip (no member {missing[0]}; a policy is written by `scoretune train`)",
+                         file=policy)
 
 
 def export_policy(model_zip: Path, config: Mapping[str, Any], out_zip: Path, **extra: Any) -> Path:
@@ -358,9 +436,18 @@ class PolicyTuner:
     @classmethod
     def from_file(cls, policy: Path, *, steps: int | None = None, context: Mapping[str, float] | None = None,
                   deterministic: bool = True, seed: int = 0, std_scale: float | None = None):
-        config = PolicyConfig.load(policy_config_path(policy))
-        return cls(load_model(policy, config.algo, config.format), config, steps=steps, context=context,
-                   deterministic=deterministic, seed=seed, std_scale=std_scale)
+        config_path = policy_config_path(policy)
+        config = PolicyConfig.load(config_path)
+        model = load_model(policy, config.algo, config.format)
+        tuner = cls(model, config, steps=steps, context=context, deterministic=deterministic, seed=seed,
+                    std_scale=std_scale)
+        expected = getattr(getattr(model, "observation_space", None), "shape", None)
+        built = tuner.env.observation_space.shape
+        if expected is not None and tuple(expected) != tuple(built):
+            raise InputError(f"the policy observes shape {tuple(expected)} but its config (info, frame_stack, "
+                             f"incumbent, codec) builds {tuple(built)}: not the config it was trained with",
+                             file=config_path)
+        return tuner
 
     def suggest(self) -> np.ndarray:
         if self.obs is None:
