@@ -32,6 +32,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from functions.errors import InputError
 from functions.spec import parse_quantity
 from testbed.errors import ClusterSpecError
+from testbed.scheduler.selectors import Taint  # the core/v1 Taint the scheduler matches
 
 CLUSTERS_DIR = Path(__file__).resolve().parent / "clusters"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -158,13 +159,6 @@ class _ClusterModel(_Strict):
     description: str = ""
     defaults: _Defaults = _Defaults()
     groups: list[_Group] = Field(min_length=1)
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
 
 
 @dataclass(frozen=True)

@@ -760,8 +760,6 @@ class Scheduler:
                 cnt = per_dom[dom[idx]]
             weight = scoring.topology_normalizing_weight(size)
             total += np.where(has[idx], cnt * weight + float(skew - 1), 0.0)
-        if kernels.AVAILABLE:
-            return kernels.spread_normalize(total, ignored)
         raw = np.where(ignored, 0, scoring.go_round(total))
         return scoring.topology_spread_normalize(raw, ignored)
 

@@ -32,12 +32,12 @@ from typing import Any
 import yaml
 from kubernetes.utils import parse_quantity
 
-from testbed.cluster import Taint
 from testbed.errors import ConfigError
 from testbed.scheduler.selectors import (
     LabelSelector,
     NodeSelectorTerm,
     Requirement,
+    Taint,
     Toleration,
     expect_mapping,
     expect_str,

@@ -208,16 +208,6 @@ def topology_normalizing_weight(size: int) -> float:
     return math.log(size + 2)
 
 
-def topology_spread_raw(counts: Sequence[np.ndarray], max_skews: Sequence[int], weights: Sequence[float], present: Sequence[np.ndarray]) -> np.ndarray:
-    """``podtopologyspread/scoring.go`` (``Score``): ``round(sum_c cnt_c*w_c + (maxSkew_c - 1))``
-    over the constraints whose topology key the node has (``present``)."""
-    n = len(present[0]) if present else 0
-    total = np.zeros(n, dtype=np.float64)
-    for cnt, skew, w, has in zip(counts, max_skews, weights, present, strict=True):
-        total = total + np.where(has, np.asarray(cnt, dtype=np.float64) * w + float(skew - 1), 0.0)
-    return go_round(total)
-
-
 def go_round(x: np.ndarray) -> np.ndarray:
     """``math.Round``: half away from zero (numpy's ``round`` is half to even)."""
     x = np.asarray(x, dtype=np.float64)

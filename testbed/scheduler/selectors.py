@@ -87,6 +87,15 @@ def terms_match(terms: tuple[NodeSelectorTerm, ...], node_name: str, labels: Map
 
 
 @dataclass(frozen=True)
+class Taint:
+    """A node's ``spec.taints`` entry (``core/v1`` ``Taint``); the cluster spec reuses it."""
+
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
 class Toleration:
     key: str = ""
     operator: str = "Equal"
