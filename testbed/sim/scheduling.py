@@ -133,9 +133,9 @@ def check_feasible(
     simulated, and no score weight can change that. The message is kube-scheduler's FitError
     (``0/N nodes are available: ...``, reasons counted and sorted as ``FitError.Error`` does)."""
     for name, pod in pods.items():
+        if any(filter_reason(node, pod, profile) is None for node in nodes):
+            continue  # usually the first node: the check costs one node per function
         reasons = [filter_reason(node, pod, profile) for node in nodes]
-        if any(r is None for r in reasons):
-            continue
         counts = Counter(part for r in reasons if r is not None for part in r.split(", "))
         why = ", ".join(sorted(f"{c} {reason}" for reason, c in counts.items()))
         req = pod.requests
