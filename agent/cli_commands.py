@@ -454,7 +454,7 @@ def step_lines(record: Any, records: list[Any]) -> str:
 
     best = min(r.metric for r in records)
     return (f"step {record.step:>3}  {record.metric:.4f} s  {record.improvement_pct:+7.2f} %  best {best:.4f} s  "
-            f"{escape(record.verdict)}\n         [dim]{escape(compact_label(record.setting))}[/]")
+            f"{escape(record.verdict)}\n    [dim]{escape(compact_label(record.setting))}[/]")
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:

@@ -259,7 +259,8 @@ def _kill_mid_step(cmd: list[str], out: Path, env: dict[str, str], timeout_s: fl
         else:
             pytest.fail("no step was under way in time")
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
 
 
