@@ -20,7 +20,14 @@ import typer
 import yaml
 
 from loadgen.errors import InputError, LoadgenError
-from loadgen.workload import Workload, atomic_write, check_output_path, read_workload, write_workload
+from loadgen.workload import (
+    MAX_TIME_S,
+    Workload,
+    atomic_write,
+    check_output_path,
+    read_workload,
+    write_workload,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -214,9 +221,24 @@ def peak_count(t_s: np.ndarray, window_s: float = PEAK_WINDOW_S) -> int:
     return int(np.max(ends - np.arange(t.size)))
 
 
+def span_s(workload: Workload) -> float:
+    """The schedule's span: the generator's declared duration (metadata ``duration_s``, which
+    includes a quiet tail after the last arrival) when it is a sane number, else the last arrival.
+    Metadata comes from the file, so a value that is not a finite number within the time limit is
+    ignored rather than trusted."""
+    declared = workload.metadata.get("duration_s")
+    try:
+        value = float(declared) if declared is not None and not isinstance(declared, bool) else 0.0
+    except (TypeError, ValueError):
+        value = 0.0
+    if not (np.isfinite(value) and 0.0 <= value <= MAX_TIME_S):
+        value = 0.0
+    return max(value, workload.duration_s)
+
+
 def rate_series(workload: Workload, bin_s: float | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], float]:
     """Bin edges and requests/s per function in each bin (a round width, at most about 200 bins by default)."""
-    duration = max(float(workload.metadata.get("duration_s") or 0.0), workload.duration_s, 1e-9)
+    duration = max(span_s(workload), 1e-9)
     bin_s = bin_s or bin_width(duration)
     n_bins = max(int(np.ceil(duration / bin_s - 1e-9)), 1)
     if workload.duration_s >= n_bins * bin_s:  # the last arrival sits exactly on the edge
@@ -235,7 +257,7 @@ def _fmt_meta(value: Any) -> str:
 def summary_rows(workload: Workload) -> list[tuple[str, str]]:
     """Field/value rows of the summary: counts, the mean rate and the true peak rate (the most
     requests in any :data:`PEAK_WINDOW_S` window, not a coarse bin's average)."""
-    duration = max(float(workload.metadata.get("duration_s") or 0.0), workload.duration_s)
+    duration = span_s(workload)
     window = format_width(PEAK_WINDOW_S)
     rows = [
         ("name", workload.name),

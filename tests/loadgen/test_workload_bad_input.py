@@ -194,6 +194,9 @@ def test_show_fits_80_columns_and_keeps_function_names_whole(tmp_path) -> None:
     assert len(table) > 10 and max(len(line.rstrip()) for line in table) <= 80
     for name in names:
         assert f" {name} " in r.output
+    rows = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("│┃").split("│")] for line in table)}
+    assert rows["peak rate (req/s, any 1 s)"] == ["5"] and rows["plot bins"] == ["1 s"]
+    assert rows["float-ops"] == ["100", "16.7%", "1"]  # requests, share, its own 1 s peak
     assert (tmp_path / "rate.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -210,3 +213,13 @@ def test_metadata_round_trip_is_unchanged(tmp_path) -> None:
     back = read_workload(write_workload(wl, tmp_path / "w.parquet"))
     assert back.metadata == {"seed": 3, "name": "n"}
     assert [json.loads(p) for p in back.frame["payload"]] == [{"x": 1}, {}]
+
+
+@pytest.mark.parametrize("declared", ["abc", float("nan"), 1e300, [1, 2]])
+def test_show_ignores_a_nonsense_declared_duration(tmp_path, declared) -> None:
+    """Metadata comes from the file: a bad ``duration_s`` there falls back to the last arrival."""
+    wl = make_workload([0.0, 10.0], ["aes", "aes"], metadata={"duration_s": declared})
+    path = write_workload(wl, tmp_path / "w.parquet")
+    r = runner.invoke(app, ["workload", "show", str(path), "--png", str(tmp_path / "r.png")])
+    assert r.exit_code == 0, r.output
+    assert dict(summary_rows(read_workload(path)))["duration (s)"] == "10.0"
