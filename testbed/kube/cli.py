@@ -67,7 +67,11 @@ def render_cmd(
     strategy: str | None = typer.Option(None, "--strategy", help="NodeResourcesFit strategy with --weights."),
     namespace: str = typer.Option("default", "--namespace", help="Namespace of the functions' Knative Services."),
     functions: str = typer.Option("", "--functions", help="Comma-separated functions (default: the whole suite)."),
-    registry: str | None = typer.Option(None, "--registry", help="Registry the function images were pushed to."),
+    registry: str | None = typer.Option(None, "--registry", help="Registry of the function images (push: required)."),
+    image_mode: str = typer.Option("prebuilt", "--image-mode",
+                                   help="How nodes get the images: prebuilt, push (--registry) or load (no registry)."),
+    insecure_registry: bool = typer.Option(False, "--insecure-registry",
+                                           help="push: --registry speaks plain HTTP (Knative skips its tags)."),
     scheduler_name: str = typer.Option("scoretune-scheduler", "--scheduler-name", help="Name of the second scheduler."),
     openwhisk_namespace: str = typer.Option("openwhisk", "--openwhisk-namespace", help="Namespace of the OpenWhisk release."),
     openwhisk_release: str = typer.Option("owdev", "--openwhisk-release", help="Helm release name of OpenWhisk."),
@@ -76,8 +80,15 @@ def render_cmd(
 ) -> None:
     """Write the scheduler's RBAC/ConfigMap/Deployment, Knative's config, the functions' Services
     and the OpenWhisk pod template under OUT; print what changed as JSON."""
-    from testbed.kube.render import SchedulerSettings, lab_documents, summary_json, write_documents
+    from testbed.kube.render import (
+        ImageSource,
+        SchedulerSettings,
+        lab_documents,
+        summary_json,
+        write_documents,
+    )
 
+    images = ImageSource(image_mode, registry, insecure_registry)
     docs = lab_documents(
         _profile(config, profile, weights, strategy),
         _specs(functions),
@@ -85,7 +96,7 @@ def render_cmd(
         namespace=namespace,
         openwhisk_namespace=openwhisk_namespace,
         openwhisk_release=openwhisk_release,
-        registry=registry,
+        images=images,
         domain=domain,
         kourier_http_nodeport=kourier_nodeport,
     )

@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,8 @@ CONFIG_HASH_ANNOTATION = "scoretune.dev/config-hash"
 PART_OF = {"app.kubernetes.io/part-of": "scoretune"}
 FUNCTION_LABEL = "scoretune.io/function"
 """On every function's Knative Service (and its pods): which function it is."""
+SOURCE_IMAGE_ANNOTATION = "scoretune.io/source-image"
+"""On a Service whose image was renamed (registry, load mode): the spec's own image name."""
 SECURE_PORT = 10259
 """kube-scheduler's secure serving port (``--secure-port`` default), where /healthz lives."""
 
@@ -343,6 +346,93 @@ def knative_domain(domain: str = "scoretune.lab") -> dict[str, Any]:
     }
 
 
+IMAGE_MODES = ("prebuilt", "push", "load")
+"""How the nodes get the function images (ansible/roles/function_images): ``prebuilt`` pulls the
+images the specs name, ``push`` pulls them from a registry the user names (after ``scoretune
+functions build --push REGISTRY``), ``load`` imports a ``docker save`` archive into every node's
+containerd, with no registry at all."""
+
+LOAD_REGISTRY = "scoretune.local"
+"""The registry part of every image name in ``load`` mode. No such registry exists: the name only
+has to be one Knative skips when it resolves tags (see :func:`knative_deployment`)."""
+
+KNATIVE_SKIP_TAG_RESOLVING_DEFAULT = ("kind.local", "ko.local", "dev.local")
+"""knative/serving ``pkg/deployment/config.go`` ``defaultConfig()``: the registries whose tags are
+not resolved when the key is absent. Setting the key replaces this set, so it is kept."""
+
+_REGISTRY_RE = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*")
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """Where the function images come from, as one record the render, the roles and the backend
+    share (``function_images_mode`` / ``_registry`` / ``_registry_insecure``).
+
+    mode: one of :data:`IMAGE_MODES`.
+    registry: ``HOST[:PORT][/PATH]`` the images are pushed to (``push``: required) or published
+        under (``prebuilt``: optional, default the specs' own names); ``load`` uses
+        :data:`LOAD_REGISTRY` and takes none.
+    insecure: the registry speaks plain HTTP (``push``): containerd gets a ``hosts.toml`` for it
+        and Knative skips tag resolution for it (its controller resolves over HTTPS).
+    """
+
+    mode: str = "prebuilt"
+    registry: str | None = None
+    insecure: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in IMAGE_MODES:
+            raise ConfigError(f"unknown image mode {self.mode!r}; one of {', '.join(IMAGE_MODES)}", field="--image-mode")
+        registry = self.registry or None
+        object.__setattr__(self, "registry", registry)
+        if registry is not None and not _REGISTRY_RE.fullmatch(registry.rstrip("/")):
+            raise ConfigError(f"{registry!r} is not HOST[:PORT][/PATH] (no scheme, lower case)", field="--registry")
+        if self.mode == "push" and registry is None:
+            raise ConfigError("image mode push needs the registry to push to", field="--registry")
+        if self.mode == "load" and registry is not None:
+            raise ConfigError(f"image mode load uses no registry (the images are named {LOAD_REGISTRY}/...); "
+                              f"got {registry!r}", field="--registry")
+        if self.insecure and self.mode != "push":
+            raise ConfigError("a plain-HTTP (insecure) registry only applies to image mode push", field="--insecure-registry")
+
+    @property
+    def image_registry(self) -> str | None:
+        """The registry the rendered Services name (None: the specs' own images)."""
+        return LOAD_REGISTRY if self.mode == "load" else self.registry
+
+    @property
+    def registry_host(self) -> str | None:
+        """``HOST[:PORT]`` of :attr:`image_registry`: what Knative and containerd match on."""
+        reg = self.image_registry
+        return reg.split("/", 1)[0] if reg else None
+
+    def skip_tag_resolving(self) -> list[str]:
+        """Knative's defaults, the ``load`` registry (always: a later ``functions.yml`` may switch to
+        ``load`` without re-running ``knative.yml``) and a plain-HTTP push registry."""
+        names = [*KNATIVE_SKIP_TAG_RESOLVING_DEFAULT, LOAD_REGISTRY]
+        if self.insecure and self.registry_host and self.registry_host not in names:
+            names.append(self.registry_host)
+        return names
+
+
+def knative_deployment(source: ImageSource = ImageSource()) -> dict[str, Any]:
+    """``config-deployment`` with ``registries-skipping-tag-resolving`` (knative/serving
+    ``config/core/configmaps/deployment.yaml``, parsed by ``pkg/deployment/config.go``).
+
+    Knative's controller resolves every image tag to a digest before it creates a revision's
+    Deployment, unless the image's registry (``name.Tag.Registry.RegistryStr()``: host and port,
+    ``pkg/reconciler/revision/resolve.go``) is in this set; a failed resolution leaves the revision
+    ``ContainerMissing`` and the Service never Ready. ``load`` images have no registry to ask, a
+    plain-HTTP registry is not reachable over HTTPS: both are listed. Merged into the ConfigMap
+    (``queue-sidecar-image``, which must not be empty, stays as serving-core.yaml set it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "config-deployment", "namespace": "knative-serving", "labels": dict(PART_OF)},
+        "data": {"registries-skipping-tag-resolving": ",".join(source.skip_tag_resolving())},
+    }
+
+
 def kourier_nodeport(http_nodeport: int = 31080, https_nodeport: int = 31443) -> dict[str, Any]:
     """Kourier's gateway Service as a NodePort (net-kourier ships it as a LoadBalancer, which a bare
     kubeadm cluster has no provider for); merged into the Service ``kourier`` in kourier-system."""
@@ -382,6 +472,9 @@ def knative_services(
                                image=image_ref(spec, registry), node_name_env=True)
         # the label the lab finds its functions by (KubeBackend, ansible/roles/scoretune_functions)
         svc["metadata"].setdefault("labels", {})[FUNCTION_LABEL] = spec.name
+        if image_ref(spec, registry) != spec.image:
+            # what ``scoretune functions build`` tags locally: the load mode re-tags it (function_images)
+            svc["metadata"].setdefault("annotations", {})[SOURCE_IMAGE_ANNOTATION] = spec.image
         services.append(svc)
     return services
 
@@ -457,6 +550,7 @@ RENDER_LAYOUT = {
     "knative/config-features.yaml": "Knative feature flags scoretune needs",
     "knative/config-network.yaml": "Kourier as the ingress class",
     "knative/config-domain.yaml": "the routes' domain",
+    "knative/config-deployment.yaml": "registries whose image tags Knative does not resolve",
     "knative/kourier-nodeport.yaml": "Kourier's gateway on a NodePort",
     "functions/services.yaml": "one Knative Service per function",
     "openwhisk/pod-template.yaml": "the action pod template (schedulerName)",
@@ -480,8 +574,16 @@ def lab_documents(
     registry: str | None = None,
     domain: str = "scoretune.lab",
     kourier_http_nodeport: int = 31080,
+    images: ImageSource | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every object of the lab, keyed by the file it is written to (``RENDER_LAYOUT``)."""
+    """Every object of the lab, keyed by the file it is written to (``RENDER_LAYOUT``).
+
+    ``images`` says where the function images come from; ``registry`` alone is the older form of
+    ``ImageSource("prebuilt", registry)``."""
+    if images is None:
+        images = ImageSource("prebuilt", registry)
+    elif registry is not None and registry != images.registry:
+        raise ConfigError(f"registry {registry!r} contradicts the image source's {images.registry!r}", field="--registry")
     sched = scheduler_objects(profile, settings)
     return {
         "scheduler/rbac.yaml": sched[:-2],
@@ -490,9 +592,10 @@ def lab_documents(
         "knative/config-features.yaml": [knative_features()],
         "knative/config-network.yaml": [knative_network()],
         "knative/config-domain.yaml": [knative_domain(domain)],
+        "knative/config-deployment.yaml": [knative_deployment(images)],
         "knative/kourier-nodeport.yaml": [kourier_nodeport(kourier_http_nodeport)],
         "functions/services.yaml": knative_services(specs, scheduler_name=settings.scheduler_name, namespace=namespace,
-                                                    registry=registry),
+                                                    registry=images.image_registry),
         "openwhisk/pod-template.yaml": [openwhisk_pod_template(settings.scheduler_name, namespace=openwhisk_namespace)],
         "openwhisk/invoker-patch.yaml": [openwhisk_invoker_patch(openwhisk_release, namespace=openwhisk_namespace)],
     }
@@ -527,7 +630,11 @@ __all__ = [
     "CONFIG_HASH_ANNOTATION",
     "FUNCTION_LABEL",
     "CONFIG_KEY",
+    "IMAGE_MODES",
+    "LOAD_REGISTRY",
+    "ImageSource",
     "RENDER_LAYOUT",
+    "SOURCE_IMAGE_ANNOTATION",
     "SCHEDULER_NAME",
     "SchedulerSettings",
     "config_hash",
@@ -536,6 +643,7 @@ __all__ = [
     "deployment",
     "dump_all",
     "dump_yaml",
+    "knative_deployment",
     "knative_domain",
     "knative_features",
     "knative_network",

@@ -102,7 +102,7 @@ def test_every_object_passes_the_kubernetes_schema(documents):
         checked += 1
     kinds = sorted({o["kind"] for _, o in _k8s_objects(documents)})
     assert kinds == ["ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"]
-    assert checked == 13
+    assert checked == 14
 
 
 def test_the_schema_check_rejects_a_misspelt_field(documents):
@@ -228,3 +228,45 @@ def test_cli_render_errors_name_the_option(tmp_path):
     assert result.exit_code == 1
     message = result.output + str(result.exception)  # typer prints the error through its own console
     assert "field --functions: unknown function(s) ['nope']" in message
+
+
+def test_knative_skips_tag_resolution_for_every_image_the_lab_cannot_resolve(profile, specs):
+    """knative/serving pkg/reconciler/revision/resolve.go skips a tag whose registry
+    (``tag.Registry.RegistryStr()``: host[:port]) is in ``registries-skipping-tag-resolving``;
+    setting the key replaces Knative's defaults (pkg/deployment/config.go), so they are kept."""
+    from testbed.kube.render import LOAD_REGISTRY, ImageSource
+
+    def skip(docs):
+        cm = docs["knative/config-deployment.yaml"][0]
+        assert (cm["metadata"]["name"], cm["metadata"]["namespace"]) == ("config-deployment", "knative-serving")
+        kubernetes_validate.validate(cm, KUBERNETES_VERSION, strict=True)
+        return cm["data"]["registries-skipping-tag-resolving"].split(",")
+
+    for source in (ImageSource("load"), ImageSource("push", "10.0.0.5:5000/lab", insecure=True)):
+        docs = lab_documents(profile, list(specs.values()), images=source)
+        names = skip(docs)
+        assert names[:3] == ["kind.local", "ko.local", "dev.local"]
+        for svc in docs["functions/services.yaml"]:
+            image = svc["spec"]["template"]["spec"]["containers"][0]["image"]
+            assert image.split("/", 1)[0] in names, image
+    load = lab_documents(profile, list(specs.values()), images=ImageSource("load"))
+    assert all(s["spec"]["template"]["spec"]["containers"][0]["image"].startswith(f"{LOAD_REGISTRY}/fn-")
+               for s in load["functions/services.yaml"])
+    # a registry reached over HTTPS keeps Knative's tag-to-digest resolution
+    assert "registry.example.com" not in skip(lab_documents(
+        profile, list(specs.values()), images=ImageSource("push", "registry.example.com/lab")))
+
+
+@pytest.mark.parametrize(("args", "field", "words"), [
+    (["--image-mode", "push"], "--registry", "push needs the registry"),
+    (["--image-mode", "load", "--registry", "r.example.com"], "--registry", "load uses no registry"),
+    (["--image-mode", "ship"], "--image-mode", "unknown image mode 'ship'"),
+    (["--image-mode", "push", "--registry", "http://10.0.0.5:5000"], "--registry", "not HOST[:PORT][/PATH]"),
+    (["--insecure-registry"], "--insecure-registry", "only applies to image mode push"),
+])
+def test_cli_render_refuses_an_impossible_image_source(tmp_path, args, field, words):
+    result = CliRunner().invoke(app, ["kube", "render", "--out", str(tmp_path / "out"), *args])
+    assert result.exit_code == 1
+    message = result.output + str(result.exception)
+    assert f"field {field}: " in message and words in message
+    assert not (tmp_path / "out").exists()
