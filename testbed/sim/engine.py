@@ -14,6 +14,11 @@ processes arrivals, dispatches and completions; at each boundary the control pla
 A request arriving for a revision whose last desired scale is 0 stops the segment so the
 activator's poke can scale it up at once (Knative's cold-start fast path).
 
+Idle stretches cost nothing: once every request has ended, no pod is left and every revision
+sits at zero with an empty stable window, each control step until the next arrival is a no-op,
+so time jumps to the boundary before it (same output as stepping). With min-scale pods up time
+cannot be skipped, and an idle stretch longer than ``MAX_UNSKIPPABLE_IDLE_S`` is refused.
+
 Pods are what Knative's revision pods are (``functions.knative.revision_pod``: user container and
 queue-proxy with its 25m CPU request, the preferred hostname anti-affinity, a ReplicaSet owner),
 parsed by ``testbed.scheduler.objects.pod_from_k8s`` and placed by ``testbed.scheduler``'s
