@@ -92,6 +92,13 @@ class KubeTimeouts:
     also the longest a finished watch thread lingers after the run."""
     settle_s: float = 2.0
     """run: how long to keep watching after the last request, for the last pod transitions."""
+    fault_poll_s: float = 2.0
+    """run: between two looks at the scheduler pods, the lease and the revisions (:class:`FaultWatch`)."""
+    pending_s: float = 60.0
+    """run: a function pod no scheduler has placed for this long is a fault (the scheduler is down
+    or the cluster cannot hold the pod), not a slow cold start of the profile under test."""
+    terminating_s: float = 60.0
+    """run: a function pod still Terminating this long after its grace period ended is a fault."""
 
 
 @dataclass
@@ -153,6 +160,8 @@ class PodWatch:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.pods: dict[str, PodRecord] = {}
+        self.latest: dict[str, Any] = {}
+        """The last object seen of every pod not yet DELETED (what :class:`FaultWatch` inspects)."""
         self.error: str | None = None
         self._thread = threading.Thread(target=self._loop, name="scoretune-pod-watch", daemon=True)
         self._watch: Any = None
@@ -188,6 +197,10 @@ class PodWatch:
             if self._stop.is_set():  # after stop() the records are final
                 return
             rec = self.pods.setdefault(name, PodRecord(pod=name, function=function, created=now))
+            if kind == "DELETED":
+                self.latest.pop(name, None)
+            else:
+                self.latest[name] = pod
             node = _get(pod, "spec", "node_name") or _get(pod, "spec", "nodeName")
             if node and rec.node is None:
                 rec.node = node
@@ -263,6 +276,11 @@ class PodWatch:
             self._watch.stop()
         self._thread.join(timeout=1.0)
 
+    def live(self) -> list[tuple[PodRecord, Any]]:
+        """(record, last object) of every pod not yet deleted, under the lock."""
+        with self._lock:
+            return [(self.pods[n], obj) for n, obj in self.latest.items() if n in self.pods]
+
     def placements(self, epoch: float) -> pd.DataFrame:
         """The placements table, times relative to ``epoch`` (the replay's t = 0)."""
         with self._lock:
@@ -287,6 +305,164 @@ class PodWatch:
                 "init_s": [np.nan if r.init_s is None else r.init_s for r in recs],
             }
         )
+
+
+REVISION_API = ("serving.knative.dev", "v1", "revisions")
+
+
+class FaultWatch:
+    """Looks for infrastructure faults during a run: a run with any of them is void, not scored.
+
+    What counts (each would otherwise end up as latency or timeouts charged to the profile):
+
+    - the scheduler: a pod of the Deployment restarted, went away, was replaced or is not Ready,
+      or the lease changed holder or was released (``holderIdentity`` empty) since the run began;
+    - a function pod: a container waiting in ImagePullBackOff, ErrImagePull, CrashLoopBackOff (or
+      another reason in ``_FAILING_WAIT_REASONS``), Pending with no node for ``pending_s``, or
+      still Terminating ``terminating_s`` after its grace period;
+    - a Knative Revision of a function whose Ready condition is False;
+    - an API error while looking (the lab cannot be vouched for).
+
+    The function pods come from the run's :class:`PodWatch` (no extra requests); the scheduler,
+    the lease and the revisions are read every ``fault_poll_s`` in a thread, and once more by
+    :meth:`stop`. Each fault is kept once, as ``{"kind", "object", "reason", "t"}``.
+    """
+
+    def __init__(self, backend: KubeBackend, functions: Sequence[str], pods: PodWatch,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._b = backend
+        self._functions = sorted(functions)
+        self._pods = pods
+        self._clock = clock
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.faults: list[dict[str, Any]] = []
+        self._seen: set[tuple[str, str, str]] = set()
+        self._scheduler: dict[str, int] = {}
+        self._holder: str | None = None
+        self._thread = threading.Thread(target=self._loop, name="scoretune-fault-watch", daemon=True)
+
+    def _fault(self, kind: str, obj: str, reason: str) -> None:
+        with self._lock:
+            key = (kind, obj, reason)
+            if key in self._seen:
+                return
+            self._seen.add(key)
+            self.faults.append({"kind": kind, "object": obj, "reason": reason, "t": self._clock()})
+        log.warning("infrastructure fault (%s %s): %s; the run will be void", kind, obj, reason)
+
+    def _scheduler_pods(self) -> list[Any]:
+        s = self._b.settings
+        return self._b._call(f"listing the pods of {s.namespace}/{s.scheduler_name}", self._b._core.list_namespaced_pod,
+                             s.namespace, label_selector=s.label_selector).items or []
+
+    @staticmethod
+    def _restarts(pod: Any) -> int:
+        return sum(int(cs.restart_count or 0) for cs in (pod.status.container_statuses if pod.status else None) or [])
+
+    def start(self) -> FaultWatch:
+        """Take the baseline (the scheduler pods and their restarts, the lease holder), then watch."""
+        self._scheduler = {p.metadata.name: self._restarts(p) for p in self._scheduler_pods()
+                           if p.metadata.deletion_timestamp is None}
+        self._holder = self._b._lease_holder() if self._b.settings.leader_elect else None
+        self._thread.start()
+        return self
+
+    def check(self) -> None:
+        """One look at everything (also called from the thread)."""
+        try:
+            self._check_scheduler()
+            self._check_revisions()
+        except TestbedError as err:
+            self._fault("api", self._b.host, str(err))
+        self._check_function_pods()
+
+    def _check_scheduler(self) -> None:
+        s = self._b.settings
+        now = {p.metadata.name: p for p in self._scheduler_pods()}
+        for name, restarts in self._scheduler.items():
+            pod = now.get(name)
+            if pod is None:
+                self._fault("scheduler", name, "the scheduler pod went away during the run")
+                continue
+            if pod.metadata.deletion_timestamp is not None:
+                self._fault("scheduler", name, "the scheduler pod is terminating")
+            if self._restarts(pod) > restarts:
+                last = ""
+                for cs in (pod.status.container_statuses if pod.status else None) or []:
+                    term = cs.last_state.terminated if cs.last_state else None
+                    if term is not None:
+                        last = f" (last exit {term.exit_code}: {term.message or term.reason})"
+                self._fault("scheduler", name, f"the scheduler restarted: restartCount {restarts} -> "
+                                               f"{self._restarts(pod)}{last}")
+            elif _get(_condition(pod, "Ready"), "status") != "True":
+                self._fault("scheduler", name, "the scheduler pod is not Ready")
+        for name in sorted(set(now) - set(self._scheduler)):
+            self._fault("scheduler", name, "a new scheduler pod appeared during the run")
+        if s.leader_elect:
+            holder = self._b._lease_holder()
+            lease = f"{s.namespace}/{s.scheduler_name}"
+            if not holder:
+                self._fault("lease", lease, f"the lease has no holder (released; was {self._holder or 'nobody'})")
+            elif holder != self._holder:
+                self._fault("lease", lease, f"the lease changed holder: {self._holder or 'nobody'} -> {holder}")
+
+    def _check_revisions(self) -> None:
+        group, version, plural = REVISION_API
+        ns = self._b.namespace
+        listed = self._b._call(f"listing Knative Revisions in {ns}", self._b._custom.list_namespaced_custom_object,
+                               group, version, ns, plural,
+                               label_selector=f"{SERVICE_LABEL} in ({','.join(self._functions)})")
+        for rev in listed.get("items", []):
+            ready = next((c for c in (rev.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+            if ready is not None and ready.get("status") == "False":
+                why = ": ".join(x for x in (ready.get("reason"), ready.get("message")) if x) or "no reason given"
+                self._fault("revision", f"{ns}/{rev['metadata']['name']}", f"the revision is not Ready: {why}")
+
+    def _check_function_pods(self) -> None:
+        t = self._b.timeouts
+        now = self._clock()
+        for rec, pod in self._pods.live():
+            where = f"{self._b.namespace}/{rec.pod}"
+            statuses = [*(_get(pod, "status", "init_container_statuses") or []),
+                        *(_get(pod, "status", "container_statuses") or [])]
+            for cs in statuses:
+                reason = _get(cs, "state", "waiting", "reason")
+                if reason in _FAILING_WAIT_REASONS:
+                    message = _get(cs, "state", "waiting", "message") or ""
+                    self._fault("pod", where, f"container {_get(cs, 'name')} is {reason}: {message}".rstrip(": "))
+            node = _get(pod, "spec", "node_name") or _get(pod, "spec", "nodeName")
+            if not node and rec.created is not None and now - rec.created >= t.pending_s:
+                cond = _condition(pod, "PodScheduled")
+                why = _get(cond, "message") or _get(cond, "reason") or "no scheduling decision"
+                self._fault("pod", where, f"Pending with no node for {now - rec.created:.0f} s: {why}")
+            if rec.deleted is not None:
+                grace = _get(pod, "metadata", "deletion_grace_period_seconds")
+                if grace is None:
+                    grace = _get(pod, "metadata", "deletionGracePeriodSeconds")
+                over = now - rec.deleted - float(grace or 0)
+                if over >= t.terminating_s:
+                    self._fault("pod", where, f"stuck Terminating {over:.0f} s after its grace period")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._b.timeouts.fault_poll_s):
+            self.check()
+
+    def stop(self) -> list[dict[str, Any]]:
+        """Stop the thread, look once more, and return every fault seen."""
+        self._stop.set()
+        self._thread.join(timeout=self._b.timeouts.api_s + 1.0)
+        self.check()
+        with self._lock:
+            return list(self.faults)
+
+
+def void_reason(faults: Sequence[dict[str, Any]]) -> str:
+    """The run's ``failure`` text for its faults: what :func:`agent.stats.run_health` reports as
+    the reason the run is void (and rerun)."""
+    shown = "; ".join(f"{f['kind']} {f['object']}: {f['reason']}" for f in faults[:5])
+    more = f"; and {len(faults) - 5} more" if len(faults) > 5 else ""
+    return f"void: {len(faults)} infrastructure fault(s) during the run: {shown}{more}"
 
 
 def _api_message(err: Any) -> str:
@@ -686,6 +862,7 @@ class KubeBackend:
             "profile": profile_record(self._profile),  # null: no apply(), the scheduler kept its configuration
         }
         watch: PodWatch | None = None
+        faults: FaultWatch | None = None
         t_start = time.time()
         try:
             functions = workload.functions
@@ -701,6 +878,7 @@ class KubeBackend:
             info["versions_kube"] = {"pinned": KUBERNETES_VERSION, "kubelets": self._kubelet_versions}
             targets, host_template = self._targets(self._routes(functions))
             watch = PodWatch(self._core, self.namespace, functions, self.timeouts).start()
+            faults = FaultWatch(self, functions, watch).start()
             t_start = time.time() + self.start_lead_s
             result = replay(workload, targets, out_dir, timeout_s=self.request_timeout_s, workers=self.replay_workers,
                             info=info, host_template=host_template, start_epoch=t_start,
@@ -708,13 +886,17 @@ class KubeBackend:
                             master_port=self.master_port)
             time.sleep(self.timeouts.settle_s)
         except TestbedError as err:
+            seen = faults.stop() if faults is not None else []
             if watch is not None:
                 watch.stop()
             log.error("run failed: %s", err)
             placements = watch.placements(t_start) if watch is not None else empty_placements()
             # every scheduled request is kept, as an error that was never sent (replay's accounting)
             requests, _ = merge_records(workload, out_dir / "no-records")
-            return write_run(out_dir, requests, placements, info=info, failed=True, failure=str(err))
+            info["faults"] = seen
+            failure = f"{void_reason(seen)}; {err}" if seen else str(err)
+            return write_run(out_dir, requests, placements, info=info, failed=True, failure=failure)
+        seen = faults.stop()
         watch.stop()
         placements = watch.placements(t_start)
         requests = fill_nodes(result.requests, placements)
@@ -724,6 +906,10 @@ class KubeBackend:
         if watch.error:
             failed = True
             failure = f"{failure}; {watch.error}" if failure else watch.error
+        if seen:  # the contract agent.stats.run_health reads: failed + failure -> void, rerun
+            failed = True
+            failure = f"{void_reason(seen)}; {failure}" if failure else void_reason(seen)
+        summary["faults"] = seen
         keep = {k: v for k, v in summary.items() if k not in ("failed", "failure")}
         keep["placements"] = {"pods": int(len(placements)), "nodes": sorted({n for n in placements["node"] if isinstance(n, str)})}
         return write_run(out_dir, requests, placements, info=keep, failed=failed, failure=failure)
@@ -733,4 +919,4 @@ class KubeBackend:
             self.api_client.close()
 
 
-__all__ = ["KubeBackend", "KubeTimeouts", "PodRecord", "PodWatch", "fill_nodes"]
+__all__ = ["FaultWatch", "KubeBackend", "KubeTimeouts", "PodRecord", "PodWatch", "fill_nodes", "void_reason"]

@@ -15,6 +15,20 @@ backend waits on, deterministically:
 - the Knative autoscaler at the end of a run: function pods disappear after ``drain_after`` lists;
 - Knative's ingress: a POST whose Host is a route creates that function's pod on the first request
   (ADDED -> scheduled -> Ready watch events) and answers with ``X-Scoretune-Node``.
+
+And it models the faults a real lab has (each driven by a test through the backend):
+
+- leader election: after a rollout the new pod is Ready but the lease moves to it only after
+  ``lease_delay`` reads (held by the old pod, or by nobody with ``lease_released``: the old
+  scheduler released it on shutdown, ``holderIdentity: ""``); :meth:`release_lease`;
+- the scheduler pod restarting (:meth:`restart_scheduler`);
+- function pods that never start (``pod_state[fn]``: ``"pending"`` unschedulable,
+  ``"image-pull"`` ImagePullBackOff, ``"crash"`` CrashLoopBackOff, ``"terminating"`` stuck with a
+  deletionTimestamp);
+- a Knative Revision that is not Ready (:meth:`fail_revision`);
+- ``on_first_request``: called once at the first ingress request, to inject a fault mid-run;
+- the kubelet's image cache per node (``node_images``) and the image-state pods reset() creates
+  (POST, GET, log, DELETE): they run ``crictl`` as their script says, on their node's cache.
 """
 
 from __future__ import annotations
@@ -97,6 +111,13 @@ class FakeKube:
         self.watch_errors: list[tuple[int, str, str]] = []
         """ERROR events (code, reason, message) the next watch requests answer with, one each."""
         self.node_of: Callable[[str], str] = lambda fn: nodes[sorted(functions).index(fn) % len(nodes)]
+        self.lease_delay = 0
+        self.lease_released = False
+        self._lease_wait = 0
+        self._lease_target: str | None = None
+        self.pod_state: dict[str, str] = {}
+        self.on_first_request: Callable[[], None] | None = None
+        self.revisions: dict[str, dict[str, Any]] = {fn: self._revision(fn) for fn in functions}
         self._pending_reads = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -142,6 +163,32 @@ class FakeKube:
             },
         }
 
+    def _revision(self, fn: str) -> dict[str, Any]:
+        return {"apiVersion": "serving.knative.dev/v1", "kind": "Revision",
+                "metadata": {"name": f"{fn}-00001", "namespace": self.fn_ns,
+                             "labels": {"serving.knative.dev/service": fn}},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+    def fail_revision(self, fn: str, reason: str = "ContainerMissing",
+                      message: str = "Unable to fetch image: failed to resolve image to digest") -> None:
+        with self.lock:
+            self.revisions[fn]["status"]["conditions"] = [
+                {"type": "Ready", "status": "False", "reason": reason, "message": message}]
+
+    def restart_scheduler(self, message: str = "leaderelection lost") -> None:
+        """The running scheduler container exits and the kubelet restarts it."""
+        with self.lock:
+            for pod in self.pods.values():
+                if pod["metadata"]["labels"].get("app.kubernetes.io/name") == self.scheduler_name:
+                    for cs in pod["status"].get("containerStatuses", []):
+                        cs["restartCount"] += 1
+                        cs["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "message": message}}
+
+    def release_lease(self) -> None:
+        """The holder gave the lease up (ReleaseOnCancel): ``holderIdentity`` is empty."""
+        with self.lock:
+            self.lease_holder = ""
+
     def install_scheduler(self, objects: list[dict[str, Any]]) -> None:
         """Seed the store with rendered objects (ConfigMap, Deployment) as Ansible would have."""
         for obj in objects:
@@ -160,6 +207,10 @@ class FakeKube:
         ready = "True" if state == "ready" else "False"
         status: dict[str, Any] = {"phase": "Running" if state != "pending" else "Pending",
                                   "conditions": [{"type": "Ready", "status": ready}]}
+        if state == "ready":
+            status["containerStatuses"] = [{
+                "name": "kube-scheduler", "image": "registry.k8s.io/kube-scheduler", "imageID": "", "ready": True,
+                "restartCount": 0, "state": {"running": {"startedAt": NOW}}}]
         if state == "crash":
             status["containerStatuses"] = [{
                 "name": "kube-scheduler", "image": "registry.k8s.io/kube-scheduler", "imageID": "", "ready": False,
@@ -186,7 +237,13 @@ class FakeKube:
         if outcome == "ready":
             pod = self._scheduler_pod(digest, state="ready")
             self.pods[pod["metadata"]["name"]] = pod
-            self.lease_holder = pod["metadata"]["name"] + "_0f6e3b1c-uuid"
+            holder = pod["metadata"]["name"] + "_0f6e3b1c-uuid"
+            if self.lease_delay and self.lease_holder is not None:
+                self._lease_target, self._lease_wait = holder, self.lease_delay
+                if self.lease_released:
+                    self.lease_holder = ""
+            else:
+                self.lease_holder = holder
             dep["status"] = {"observedGeneration": gen, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
                              "availableReplicas": 1,
                              "conditions": [{"type": "Available", "status": "True"},
@@ -212,10 +269,30 @@ class FakeKube:
                 "status": {"phase": "Pending", "conditions": []},
             }
             self._emit("ADDED", pod)
+            state = self.pod_state.get(fn)
+            if state == "pending":
+                pod = copy.deepcopy(pod)
+                pod["status"]["conditions"] = [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": "no scheduler answered: scoretune-scheduler is not running"}]
+                self._emit("MODIFIED", pod)
+                self.pods[name] = pod
+                return name
             pod = copy.deepcopy(pod)
             pod["spec"]["nodeName"] = self.node_of(fn)
             pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": NOW}]
             self._emit("MODIFIED", pod)
+            if state in ("image-pull", "crash"):
+                pod = copy.deepcopy(pod)
+                reason, message = (("ImagePullBackOff", 'Back-off pulling image "x"') if state == "image-pull"
+                                   else ("CrashLoopBackOff", "back-off 20s restarting failed container"))
+                pod["status"]["containerStatuses"] = [{
+                    "name": "user-container", "image": "x", "imageID": "", "ready": False,
+                    "restartCount": 0 if state == "image-pull" else 2,
+                    "state": {"waiting": {"reason": reason, "message": message}}}]
+                self._emit("MODIFIED", pod)
+                self.pods[name] = pod
+                return name
             if ready:
                 pod = copy.deepcopy(pod)
                 pod["status"]["phase"] = "Running"
@@ -224,6 +301,11 @@ class FakeKube:
                 pod["status"]["containerStatuses"] = [{
                     "name": "user-container", "image": "x", "imageID": "", "ready": True, "restartCount": 0,
                     "state": {"running": {"startedAt": "2026-12-02T10:00:02Z"}}}]
+                self._emit("MODIFIED", pod)
+            if state == "terminating":
+                pod = copy.deepcopy(pod)
+                pod["metadata"]["deletionTimestamp"] = NOW
+                pod["metadata"]["deletionGracePeriodSeconds"] = 0
                 self._emit("MODIFIED", pod)
             self.pods[name] = pod
             return name
@@ -302,6 +384,7 @@ class FakeKube:
             (rf"/api/v1{ns_re}/pods", self._pods),
             (rf"/apis/coordination.k8s.io/v1{ns_re}/leases/([^/]+)", self._lease),
             (rf"/apis/serving.knative.dev/v1{ns_re}/services(?:/([^/]+))?", self._ksvc),
+            (rf"/apis/serving.knative.dev/v1{ns_re}/revisions", self._revisions),
             (r"/api/v1/nodes", self._nodes),
             (r"/api/v1/pods", self._all_pods),
         ]
@@ -347,6 +430,12 @@ class FakeKube:
             h._send(200, dep)
 
     def _lease(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
+        with self.lock:
+            if self._lease_target is not None:
+                if self._lease_wait > 0:
+                    self._lease_wait -= 1
+                else:
+                    self.lease_holder, self._lease_target = self._lease_target, None
         if self.lease_holder is None:
             return h._status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
         h._send(200, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -378,6 +467,12 @@ class FakeKube:
         if svc is None or ns != self.fn_ns:
             return h._status(404, "NotFound", f'services.serving.knative.dev "{name}" not found')
         h._send(200, svc)
+
+    def _revisions(self, h: Any, method: str, ns: str, *, body: Any, query: dict[str, str]) -> None:
+        with self.lock:
+            items = [copy.deepcopy(r) for r in self.revisions.values() if ns == self.fn_ns
+                     and selector_matches(query.get("labelSelector"), r["metadata"]["labels"])]
+        h._send(200, {"apiVersion": "serving.knative.dev/v1", "kind": "RevisionList", "metadata": {}, "items": items})
 
     def _pods(self, h: Any, method: str, ns: str, *, body: Any, query: dict[str, str]) -> None:
         selector = query.get("labelSelector")
@@ -437,6 +532,9 @@ class FakeKube:
         n = int(h.headers.get("Content-Length") or 0)
         if n:
             h.rfile.read(n)
+        hook, self.on_first_request = self.on_first_request, None
+        if hook is not None:
+            hook()
         with self.lock:
             self.ingress_requests[fn] = self.ingress_requests.get(fn, 0) + 1
             existing = self._function_pods(f"serving.knative.dev/service={fn}")
