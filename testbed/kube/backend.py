@@ -51,9 +51,11 @@ from testbed.kube.render import (
     CONFIG_HASH_ANNOTATION,
     CONFIG_KEY,
     FUNCTION_LABEL,
+    IMAGE_TOOL_IMAGE,
     SchedulerSettings,
     config_hash,
     config_text,
+    image_state_pod,
     scheduler_config,
 )
 from testbed.kube.versions import KNATIVE_SERVICE_API, KUBERNETES_VERSION
@@ -90,6 +92,8 @@ class KubeTimeouts:
     watch_s: int = 10
     """server-side timeout of one pod watch request (the watch is re-opened until the run ends);
     also the longest a finished watch thread lingers after the run."""
+    images_s: float = 600.0
+    """reset: the image-state pods done on every node (pulls of whatever is missing included)."""
     settle_s: float = 2.0
     """run: how long to keep watching after the last request, for the last pod transitions."""
     fault_poll_s: float = 2.0
@@ -99,6 +103,24 @@ class KubeTimeouts:
     or the cluster cannot hold the pod), not a slow cold start of the profile under test."""
     terminating_s: float = 60.0
     """run: a function pod still Terminating this long after its grace period ended is a fault."""
+
+
+@dataclass(frozen=True)
+class ImageState:
+    """The function-image cache every node starts each step from (what the experiment declares).
+
+    Every schedulable node holds every function image, except ``cold_nodes``, which hold none:
+    ImageLocality scores and cold-start times then depend on the profile under test, not on where
+    earlier steps happened to put pods. ``enforce=False`` leaves the caches as they are (each run
+    still records them). ``load``-mode images have no registry to pull them from again: purge them
+    (cold nodes) only with ``push`` or ``prebuilt`` images.
+    """
+
+    cold_nodes: tuple[str, ...] = ()
+    enforce: bool = True
+
+    def declared(self) -> dict[str, Any]:
+        return {"enforce": self.enforce, "warm": "every other schedulable node", "cold_nodes": list(self.cold_nodes)}
 
 
 @dataclass
@@ -549,6 +571,8 @@ class KubeBackend:
     request_timeout_s: float = 30.0
     start_lead_s: float = 3.0
     api_client: Any = None
+    image_state: ImageState = field(default_factory=ImageState)
+    image_tool: str = IMAGE_TOOL_IMAGE
     name: str = field(default="kube", init=False)
 
     def __post_init__(self) -> None:
@@ -574,6 +598,8 @@ class KubeBackend:
         self._profile: Profile | None = None
         self._digest: str | None = None
         self._kubelet_versions: list[str] = []
+        self._image_record: dict[str, Any] | None = None
+        self._resets = 0
         self.host = self.api_client.configuration.host
 
     # --- API calls with clear errors ----------------------------------------------------------
@@ -774,8 +800,14 @@ class KubeBackend:
         return names
 
     def reset(self) -> None:
-        """Wait until every function is scaled to zero: no pod of any function remains."""
+        """Before every step: wait until every function is scaled to zero (no pod of any function
+        remains), then bring every node's function-image cache to :attr:`image_state` and record
+        it (``summary.json`` ``image_state`` of the next run)."""
         names = self._function_names()
+        self._drain(names)
+        self._image_record = self._restore_images(names)
+
+    def _drain(self, names: Sequence[str]) -> None:
         selector = f"{SERVICE_LABEL} in ({','.join(names)})"
         deadline = time.monotonic() + self.timeouts.drain_s
         while True:
@@ -791,6 +823,118 @@ class KubeBackend:
                     f"timed out after {self.timeouts.drain_s:.0f} s waiting for the functions to scale to zero; "
                     f"{len(pods)} pod(s) remain: {left}"
                 )
+            time.sleep(self.timeouts.poll_s)
+
+    # --- node image caches ------------------------------------------------------------------
+
+    def _function_images(self, names: Sequence[str]) -> list[str]:
+        group, version, plural = KNATIVE_SERVICE_API
+        images = []
+        for fn in names:
+            svc = self._call(f"reading Knative Service {self.namespace}/{fn}", self._custom.get_namespaced_custom_object,
+                             group, version, self.namespace, plural, fn)
+            for c in (((svc.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []:
+                if c.get("image") and c["image"] not in images:
+                    images.append(c["image"])
+        return images
+
+    @staticmethod
+    def _schedulable(node: Any) -> bool:
+        """A node function pods can land on: not cordoned, no NoSchedule/NoExecute taint."""
+        if node.spec is not None and node.spec.unschedulable:
+            return False
+        return not any(t.effect in ("NoSchedule", "NoExecute") for t in (node.spec.taints if node.spec else None) or [])
+
+    def _restore_images(self, names: Sequence[str]) -> dict[str, Any]:
+        """Run one image-state pod per schedulable node (render.image_state_pod), wait for all,
+        read what each node holds from its log, delete the pods, and check the declared state."""
+        state = self.image_state
+        t0 = time.monotonic()
+        images = self._function_images(names)
+        nodes = [n.metadata.name for n in self._call("listing nodes", self._core.list_node).items or []
+                 if self._schedulable(n)]
+        unknown = sorted(set(state.cold_nodes) - set(nodes))
+        if unknown:
+            raise TestbedError(f"image state: cold node(s) {unknown} are not schedulable nodes of the cluster "
+                               f"(schedulable: {nodes})")
+        if not state.enforce:
+            return {"declared": state.declared(), "nodes": None, "seconds": round(time.monotonic() - t0, 3)}
+        self._resets += 1
+        token = f"{int(time.time())}-{self._resets}"
+        ns = self.settings.namespace
+        pods: dict[str, str] = {}
+        try:
+            for i, node in enumerate(nodes):
+                cold = node in state.cold_nodes
+                body = image_state_pod(f"scoretune-images-{token}-{i}", node, images=images,
+                                       pull=[] if cold else images, remove=images if cold else [], token=token,
+                                       namespace=ns, tool_image=self.image_tool)
+                self._call(f"creating the image-state pod on {node}", self._core.create_namespaced_pod, ns, body)
+                pods[node] = body["metadata"]["name"]
+            held = self._wait_image_pods(pods, images)
+        finally:
+            for pod in pods.values():
+                try:
+                    self._call(f"deleting the image-state pod {ns}/{pod}", self._core.delete_namespaced_pod, pod, ns,
+                               grace_period_seconds=0)
+                except TestbedError as err:
+                    log.warning("%s", err)
+        problems = []
+        for node in nodes:
+            want = set() if node in state.cold_nodes else set(images)
+            have = set(held[node]["present"])
+            if held[node]["pull_failed"]:
+                problems.append(f"{node} could not pull {', '.join(held[node]['pull_failed'])}")
+                continue
+            if have - want:
+                problems.append(f"{node} still holds {', '.join(sorted(have - want))} (declared cold)")
+            if want - have:
+                problems.append(f"{node} lacks {', '.join(sorted(want - have))}")
+        if problems:
+            raise TestbedError(
+                "image state: the nodes' function-image caches could not be brought to the declared state: "
+                + "; ".join(problems) + " (load-mode images cannot be pulled back: re-run ansible/functions.yml, or "
+                "use push/prebuilt images for cold nodes; docs/lab.md \"Troubleshooting\")")
+        record = {"declared": state.declared(), "images": images,
+                  "nodes": {n: sorted(held[n]["present"]) for n in nodes},
+                  "seconds": round(time.monotonic() - t0, 3)}
+        log.info("image state restored on %d node(s) in %.1f s", len(nodes), record["seconds"])
+        return record
+
+    def _wait_image_pods(self, pods: dict[str, str], images: Sequence[str]) -> dict[str, dict[str, list[str]]]:
+        ns = self.settings.namespace
+        deadline = time.monotonic() + self.timeouts.images_s
+        held: dict[str, dict[str, list[str]]] = {}
+        while True:
+            for node, pod in pods.items():
+                if node in held:
+                    continue
+                obj = self._call(f"reading the image-state pod {ns}/{pod}", self._core.read_namespaced_pod, pod, ns)
+                phase = obj.status.phase if obj.status else None
+                waiting = KubeBackend._broken([obj])
+                if waiting:
+                    raise TestbedError(f"image state: the pod on {node} cannot run: {waiting} "
+                                       f"(its image is {self.image_tool}; crictl comes from the node's /usr/bin/crictl)")
+                if phase not in ("Succeeded", "Failed"):
+                    continue
+                text = self._call(f"reading the log of {ns}/{pod}", self._core.read_namespaced_pod_log, pod, ns,
+                                  container="crictl")
+                rec: dict[str, list[str]] = {"present": [], "absent": [], "pull_failed": []}
+                for line in str(text).splitlines():
+                    word, _, image = line.strip().partition(" ")
+                    key = {"present": "present", "absent": "absent", "pull-failed": "pull_failed"}.get(word)
+                    if key and image:
+                        rec[key].append(image)
+                if phase == "Failed" or len(rec["present"]) + len(rec["absent"]) != len(images):
+                    raise TestbedError(f"image state: the pod on {node} ended {phase} without reporting every image "
+                                       f"(log: {str(text).strip()[:300] or 'empty'})")
+                held[node] = rec
+            if len(held) == len(pods):
+                return held
+            if time.monotonic() >= deadline:
+                left = sorted(set(pods) - set(held))
+                raise TestbedError(f"timed out after {self.timeouts.images_s:.0f} s waiting for the image-state pods "
+                                   f"on {', '.join(left)}")
             time.sleep(self.timeouts.poll_s)
 
     # --- run --------------------------------------------------------------------------------
@@ -860,7 +1004,10 @@ class KubeBackend:
             "namespace": self.namespace,
             "api_server": self.host,
             "profile": profile_record(self._profile),  # null: no apply(), the scheduler kept its configuration
+            # the node image caches the run started from (reset()); null: no reset() before this run
+            "image_state": self._image_record,
         }
+        self._image_record = None  # a second run without a reset() starts from whatever the first left
         watch: PodWatch | None = None
         faults: FaultWatch | None = None
         t_start = time.time()
@@ -919,4 +1066,4 @@ class KubeBackend:
             self.api_client.close()
 
 
-__all__ = ["FaultWatch", "KubeBackend", "KubeTimeouts", "PodRecord", "PodWatch", "fill_nodes", "void_reason"]
+__all__ = ["FaultWatch", "ImageState", "KubeBackend", "KubeTimeouts", "PodRecord", "PodWatch", "fill_nodes", "void_reason"]

@@ -479,6 +479,74 @@ def knative_services(
     return services
 
 
+# --- node image state (KubeBackend.reset) ------------------------------------------------------
+
+IMAGE_TOOL_IMAGE = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"
+"""A shell for the image-state pod; ``crictl`` itself is the node's own (cri-tools, installed with
+kubeadm by ansible/roles/kubernetes_packages), mounted read-only. Not a function image, so pulling
+it once per node changes no cache the experiment measures."""
+CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+IMAGE_STATE_LABEL = "scoretune.io/image-state"
+
+IMAGE_STATE_SCRIPT = """set -u
+export CONTAINER_RUNTIME_ENDPOINT=unix:///run/containerd/containerd.sock
+export IMAGE_SERVICE_ENDPOINT=unix:///run/containerd/containerd.sock
+c=/scoretune/crictl
+for i in $SCORETUNE_REMOVE; do $c rmi "$i" >/dev/null 2>&1 || true; done
+for i in $SCORETUNE_PULL; do
+  $c inspecti "$i" >/dev/null 2>&1 || $c pull "$i" >/dev/null 2>&1 || echo "pull-failed $i"
+done
+for i in $SCORETUNE_IMAGES; do
+  if $c inspecti "$i" >/dev/null 2>&1; then echo "present $i"; else echo "absent $i"; fi
+done
+"""
+"""Remove, pull what is missing, then report every function image as ``present``/``absent``
+(and ``pull-failed``) one per line: the pod's log is the node's image state after the reset."""
+
+
+def image_state_pod(name: str, node: str, *, images: Sequence[str], pull: Sequence[str], remove: Sequence[str],
+                    token: str, namespace: str = "kube-system", tool_image: str = IMAGE_TOOL_IMAGE) -> dict[str, Any]:
+    """One pod on ``node`` (``spec.nodeName``: no scheduler involved, not even the one under test)
+    that brings its containerd image cache to the declared state through the CRI (``crictl``) and
+    prints what it holds. Privileged and root for the containerd socket; it tolerates every taint
+    so a cordoned or tainted node can be reset too; it requests almost nothing and is deleted
+    before the run, so the run's cluster snapshot does not see it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {IMAGE_STATE_LABEL: token, **PART_OF}},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "priorityClassName": "system-node-critical",
+            "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{
+                "name": "crictl",
+                "image": tool_image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["/bin/sh", "-c", IMAGE_STATE_SCRIPT],
+                "env": [
+                    {"name": "SCORETUNE_IMAGES", "value": " ".join(images)},
+                    {"name": "SCORETUNE_PULL", "value": " ".join(pull)},
+                    {"name": "SCORETUNE_REMOVE", "value": " ".join(remove)},
+                ],
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                "securityContext": {"privileged": True, "runAsUser": 0},
+                "volumeMounts": [
+                    {"name": "crictl", "mountPath": "/scoretune/crictl", "readOnly": True},
+                    {"name": "containerd", "mountPath": CONTAINERD_SOCKET},
+                ],
+            }],
+            "volumes": [
+                {"name": "crictl", "hostPath": {"path": "/usr/bin/crictl", "type": "File"}},
+                {"name": "containerd", "hostPath": {"path": CONTAINERD_SOCKET, "type": "Socket"}},
+            ],
+        },
+    }
+
+
 # --- OpenWhisk -------------------------------------------------------------------------------
 
 
@@ -635,6 +703,9 @@ __all__ = [
     "ImageSource",
     "RENDER_LAYOUT",
     "SOURCE_IMAGE_ANNOTATION",
+    "IMAGE_STATE_LABEL",
+    "IMAGE_TOOL_IMAGE",
+    "image_state_pod",
     "SCHEDULER_NAME",
     "SchedulerSettings",
     "config_hash",

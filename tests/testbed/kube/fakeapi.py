@@ -118,6 +118,12 @@ class FakeKube:
         self.pod_state: dict[str, str] = {}
         self.on_first_request: Callable[[], None] | None = None
         self.revisions: dict[str, dict[str, Any]] = {fn: self._revision(fn) for fn in functions}
+        self.node_images: dict[str, set[str]] = {n: {"ghcr.io/scoretune/fn-float-ops:0.1.0"} for n in nodes}
+        """The kubelet's image cache of each node (reported in status.images, changed by image pods)."""
+        self.unpullable: set[str] = set()
+        self.pod_logs: dict[str, str] = {}
+        self.image_pods: list[dict[str, Any]] = []
+        """Every image-state pod created, as posted."""
         self._pending_reads = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -156,7 +162,8 @@ class FakeKube:
             "apiVersion": "serving.knative.dev/v1",
             "kind": "Service",
             "metadata": {"name": fn, "namespace": self.fn_ns, "labels": {"scoretune.io/function": fn}},
-            "spec": {"template": {"spec": {"schedulerName": self.scheduler_name, "containers": [{"image": "x"}]}}},
+            "spec": {"template": {"spec": {"schedulerName": self.scheduler_name,
+                                           "containers": [{"image": f"registry.example.com/scoretune/{fn}:0.1.0"}]}}},
             "status": {
                 "url": f"http://{fn}.{self.fn_ns}.{self.domain}",
                 "conditions": [{"type": "Ready", "status": "True"}],
@@ -359,6 +366,9 @@ class FakeKube:
             def do_POST(self) -> None:
                 fake._dispatch(self, "POST")
 
+            def do_DELETE(self) -> None:
+                fake._dispatch(self, "DELETE")
+
         return Handler
 
     def _dispatch(self, h: Any, method: str) -> None:
@@ -370,7 +380,7 @@ class FakeKube:
             return self._ingress(h, host)
         watch = query.get("watch") in ("true", "True", "1")
         self.calls.append(f"{method} {path}" + (" watch" if watch else ""))
-        body = h._body() if method == "PATCH" else None
+        body = h._body() if method in ("PATCH", "POST", "DELETE") else None
         if body is not None:
             self.bodies.append((f"{method} {path}", body, h.headers.get("Content-Type")))
         key = next((k for k in (f"{method} {path}", path) if k in self.fail_paths), None)
@@ -382,6 +392,8 @@ class FakeKube:
             (rf"/api/v1{ns_re}/configmaps/([^/]+)", self._configmap),
             (rf"/apis/apps/v1{ns_re}/deployments/([^/]+)", self._deployment),
             (rf"/api/v1{ns_re}/pods", self._pods),
+            (rf"/api/v1{ns_re}/pods/([^/]+)/log", self._pod_log),
+            (rf"/api/v1{ns_re}/pods/([^/]+)", self._pod),
             (rf"/apis/coordination.k8s.io/v1{ns_re}/leases/([^/]+)", self._lease),
             (rf"/apis/serving.knative.dev/v1{ns_re}/services(?:/([^/]+))?", self._ksvc),
             (rf"/apis/serving.knative.dev/v1{ns_re}/revisions", self._revisions),
@@ -447,7 +459,7 @@ class FakeKube:
                                  "kubeProxyVersion", "machineID", "operatingSystem", "osImage", "systemUUID")}
         items = [{"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
                   "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                             "images": [{"names": ["ghcr.io/scoretune/fn-float-ops:0.1.0"], "sizeBytes": 139460608}],
+                             "images": [{"names": [i], "sizeBytes": 139460608} for i in sorted(self.node_images[n])],
                              "nodeInfo": {**info, "kubeletVersion": "v1.36.0"}}}
                  for n in self.nodes]
         h._send(200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
@@ -474,7 +486,53 @@ class FakeKube:
                      and selector_matches(query.get("labelSelector"), r["metadata"]["labels"])]
         h._send(200, {"apiVersion": "serving.knative.dev/v1", "kind": "RevisionList", "metadata": {}, "items": items})
 
+    def _run_image_pod(self, pod: dict[str, Any]) -> None:
+        """The kubelet and crictl for an image-state pod: remove, pull what is missing, report."""
+        node = pod["spec"]["nodeName"]
+        env = {e["name"]: e.get("value", "").split() for e in pod["spec"]["containers"][0]["env"]}
+        cache = self.node_images.setdefault(node, set())
+        lines = []
+        for image in env["SCORETUNE_REMOVE"]:
+            cache.discard(image)
+        for image in env["SCORETUNE_PULL"]:
+            if image not in cache:
+                if image in self.unpullable:
+                    lines.append(f"pull-failed {image}")
+                else:
+                    cache.add(image)
+        lines += [f"{'present' if i in cache else 'absent'} {i}" for i in env["SCORETUNE_IMAGES"]]
+        self.pod_logs[pod["metadata"]["name"]] = "".join(f"{line}\n" for line in lines)
+        pod["status"] = {"phase": "Succeeded", "conditions": []}
+
+    def _pod(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
+        with self.lock:
+            pod = self.pods.get(name)
+            if pod is None or pod["metadata"]["namespace"] != ns:
+                return h._status(404, "NotFound", f'pods "{name}" not found')
+            if method == "DELETE":
+                self.pods.pop(name)
+            h._send(200, pod)
+
+    def _pod_log(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
+        text = self.pod_logs.get(name)
+        if text is None:
+            return h._status(404, "NotFound", f'pods "{name}" not found')
+        data = text.encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
     def _pods(self, h: Any, method: str, ns: str, *, body: Any, query: dict[str, str]) -> None:
+        if method == "POST":
+            with self.lock:
+                pod = copy.deepcopy(body)
+                pod["metadata"]["uid"] = f"uid-{self._next_rv()}"
+                self.image_pods.append(copy.deepcopy(body))
+                self.pods[pod["metadata"]["name"]] = pod
+                self._run_image_pod(pod)
+            return h._send(201, pod)
         selector = query.get("labelSelector")
         if query.get("watch") in ("true", "True", "1"):
             return self._watch(h, ns, selector, int(query.get("resourceVersion") or 0),
