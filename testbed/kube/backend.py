@@ -31,11 +31,15 @@ the rollback path and the timeouts. docs/lab.md says the same.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import signal
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -600,6 +604,8 @@ class KubeBackend:
         self._kubelet_versions: list[str] = []
         self._image_record: dict[str, Any] | None = None
         self._resets = 0
+        self.last_restore: dict[str, Any] | None = None
+        """What :meth:`restore` did last (None: never called)."""
         self.host = self.api_client.configuration.host
 
     # --- API calls with clear errors ----------------------------------------------------------
@@ -642,6 +648,57 @@ class KubeBackend:
         self._profile = profile
         self._digest = digest
         log.info("scheduler %s/%s runs configuration %s", s.namespace, s.scheduler_name, digest)
+
+    def restore(self, profile: Profile, *, why: str) -> dict[str, Any]:
+        """Put the scheduler back on ``profile`` (the reference, or the confirmed best if one was
+        applied) after an aborted experiment, and say what state the cluster is in. Never raises:
+        the record says ``restored`` true or false, with the error; the tuning loop logs it."""
+        record: dict[str, Any] = {"why": why, "profile": profile.scheduler_name}
+        try:
+            self.apply(profile)
+        except TestbedError as err:
+            record.update(restored=False, error=str(err), config_hash=self._digest,
+                          state=f"the scheduler may still run configuration {self._digest or 'unknown'}")
+            log.error("could not restore the scheduler (%s): %s", why, err)
+        else:
+            record.update(restored=True, config_hash=self._digest,
+                          state=f"the scheduler runs configuration {self._digest}")
+            log.warning("restored the scheduler to configuration %s (%s)", self._digest, why)
+        self.last_restore = record
+        return record
+
+    @contextlib.contextmanager
+    def restoring(self, fallback: Callable[[], Profile]) -> Iterator[None]:
+        """Never leave the cluster on a candidate profile: on any exception, SIGINT or SIGTERM
+        inside the block, :meth:`restore` ``fallback()`` (called then, so it can return the
+        confirmed best once one was applied) and re-raise. A second signal while restoring aborts
+        at once (exit 130/143) after printing what state the cluster was left in. Signal handlers
+        are only installed in the main thread, and the previous ones come back afterwards."""
+        previous: dict[int, Any] = {}
+        restoring = threading.Event()
+
+        def handler(signum: int, frame: Any) -> None:
+            name = signal.Signals(signum).name
+            if restoring.is_set():
+                print(f"scoretune: {name} again: aborting the restore; the scheduler may still run configuration "
+                      f"{self._digest or 'unknown'} (kube status shows it)", file=sys.stderr, flush=True)
+                os._exit(128 + signum)
+            raise KeyboardInterrupt(name)
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, handler)
+        try:
+            yield
+        except BaseException as err:
+            restoring.set()
+            why = f"aborted by {err}" if isinstance(err, KeyboardInterrupt) and str(err) else \
+                f"aborted by {type(err).__name__}: {err}"
+            self.restore(fallback(), why=why)
+            raise
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
 
     def _write(self, text: str | None, digest: str | None) -> None:
         s = self.settings
