@@ -309,8 +309,8 @@ def scheduler_objects(profile: Profile, settings: SchedulerSettings = SchedulerS
 def knative_features() -> dict[str, Any]:
     """The keys scoretune needs in ``config-features`` (knative/serving
     ``config/core/configmaps/features.yaml``): ``kubernetes.podspec-schedulername`` lets a Service
-    name its scheduler (the field is dropped while the flag is ``disabled``, ``pkg/apis/serving/
-    fieldmask.go``), and ``kubernetes.podspec-fieldref`` lets the runtime learn its node through the
+    name its scheduler (while the flag is ``disabled`` the webhook rejects a Service that sets the
+    field, ``must not set the field(s)``: ``PodSpecMask`` in ``pkg/apis/serving/fieldmask.go``), and ``kubernetes.podspec-fieldref`` lets the runtime learn its node through the
     downward API (``NODE_NAME`` from ``spec.nodeName``) for the ``X-Scoretune-Node`` header. Applied
     with a merge, so Knative's other keys (and ``_example``) are kept."""
     return {
