@@ -119,8 +119,8 @@ class SimBackend:
 
     Each ``run`` starts from the reset state (every function at zero unless its min-scale keeps it
     up, image caches as in the cluster spec), so runs differ only by profile, workload and seed.
-    A run that takes more than a few wall seconds shows its progress on stderr (``progress=False``:
-    never).
+    ``progress=True`` shows a run that takes more than a few wall seconds on stderr (``sim run``
+    does; a caller with its own progress display, such as the tuning loop, leaves it off).
     """
 
     name = "sim"
@@ -133,7 +133,7 @@ class SimBackend:
         seed: int = 0,
         kube_version: str = "1.36",
         config: SimConfig | None = None,
-        progress: bool = True,
+        progress: bool = False,
     ) -> None:
         self.cluster = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
         self.progress = progress

@@ -64,7 +64,7 @@ def run(
 
     with Progress("sim run") as bar:
         bar.phase("reading the cluster and the profile")
-        backend = SimBackend(load_cluster(cluster), seed=seed)
+        backend = SimBackend(load_cluster(cluster), seed=seed, progress=True)
         backend.apply(_profile(weights, config, profile))
         bar.phase("reading the workload")
         wl = _workload(workload)

@@ -37,11 +37,11 @@ class Progress:
     """
 
     def __init__(self, label: str, *, unit: str = "simulated s", stream: TextIO | None = None,
-                 show_after_s: float = SHOW_AFTER_S) -> None:
+                 show_after_s: float | None = None) -> None:
         self.label = label
         self.unit = unit
         self.stream = stream
-        self.show_after_s = show_after_s
+        self.show_after_s = SHOW_AFTER_S if show_after_s is None else show_after_s
         self.done: float | None = None
         self.total: float | None = None
         self.step = ""
@@ -100,16 +100,17 @@ class Progress:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(failed=exc_type is not None)
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         if self.shown and not getattr(self._out(), "isatty", lambda: False)():
-            self._out().write(f"{self.label}: finished in {time.perf_counter() - self._t0:.0f} s\n")
+            how = "stopped after" if failed else "finished in"
+            self._out().write(f"{self.label}: {how} {time.perf_counter() - self._t0:.0f} s\n")
             self._out().flush()
         self.shown = False
 

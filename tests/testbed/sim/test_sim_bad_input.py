@@ -318,6 +318,23 @@ def test_progress_appears_only_after_the_delay_and_says_how_far():
     assert lines[0].startswith("sim run: simulating, 250 of 1,000 simulated s (25 %), ")
     assert lines[-1].startswith("sim run: finished in")
 
+    failed = io.StringIO()
+    with pytest.raises(InputError), Progress("sim run", stream=failed, show_after_s=0.0):
+        time.sleep(0.1)
+        raise InputError("bad")
+    assert failed.getvalue().splitlines()[-1].startswith("sim run: stopped after")
+
+
+def test_sim_run_shows_progress_on_stderr_and_keeps_stdout_json(tmp_path, workload_file, monkeypatch):
+    from testbed.sim import progress
+
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)  # as if the run took longer than the delay
+    r = runner.invoke(app, ["sim", "run", "--cluster", "lab-small", "--workload", str(workload_file),
+                            "--out", str(tmp_path / "run")])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["out"] == str(tmp_path / "run")
+    assert "sim run of " in r.stderr and " on lab-small: " in r.stderr
+
 
 def test_simulation_reports_progress_through_the_run(small_cluster, small_specs):
     seen: list[tuple[float, float]] = []
