@@ -54,7 +54,7 @@ def run(
     weights: str | None = typer.Option(None, "--weights", help='Score weights, e.g. "ImageLocality=5,TaintToleration=disabled".'),
     config: Path | None = typer.Option(None, "--config", help="A KubeSchedulerConfiguration file instead of --weights."),
     profile: str | None = typer.Option(None, "--profile", help="Profile (schedulerName) of --config; default: its first."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the per-request work draws and the scheduler's tie-breaks."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the per-request work draws and the scheduler's tie-breaks."),
     out: Path = typer.Option(..., "--out", help="Run directory to write (requests, placements, summary)."),
 ) -> None:
     """Simulate one run and write a run directory, as the live backends do."""
@@ -80,7 +80,7 @@ def sweep_cmd(
     cluster: str = typer.Option(..., "--cluster", help="Cluster spec: a path or a shipped name."),
     workload: str = typer.Option(..., "--workload", help="Workload Parquet file, or a scenario name."),
     samples: int = typer.Option(50, "--samples", min=1, help="Random weight vectors to evaluate."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the weight draws and of every simulation."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the weight draws and of every simulation."),
     runs: bool = typer.Option(False, "--runs", help="Include every run in the JSON (default: the summary only)."),
 ) -> None:
     """Evaluate K random weight vectors: spread of mean and p95 latency, rank of the defaults."""

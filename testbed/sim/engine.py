@@ -170,6 +170,8 @@ class Simulation:
         kube_version: str = "1.36",
         scheduler: Any = None,
     ) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise InputError(f"the seed must be a non-negative integer, not {seed!r}", field="seed")
         self.cluster = cluster
         self.config = cfg = config or SimConfig()
         self.profile = profile

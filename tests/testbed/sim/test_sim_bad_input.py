@@ -272,6 +272,15 @@ def test_failed_write_leaves_no_old_summary_describing_new_tables(tmp_path, work
     assert not (out / "summary.json").exists()
 
 
+def test_negative_seed_is_refused(tmp_path, workload_file, small_cluster, small_specs):
+    r = runner.invoke(app, ["sim", "run", "--cluster", "lab-small", "--workload", str(workload_file), "--seed", "-1",
+                            "--out", str(tmp_path / "run")])
+    assert r.exit_code == 2 and "--seed" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(InputError, match="field seed: the seed must be a non-negative integer, not -1"):
+        Simulation(small_cluster, small_specs, make_workload([1.0], ["a"]), default_profile(), seed=-1)
+
+
 def test_sweep_refuses_an_empty_workload(small_cluster):
     from testbed.sim.sweep import sweep
 
