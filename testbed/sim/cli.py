@@ -37,10 +37,14 @@ def _profile(weights: str | None, config: Path | None, profile_name: str | None)
 
 def _workload(workload: str) -> Any:
     """A Workload Parquet file, or the name of a scenario (its workload)."""
+    from functions.errors import InputError
     from loadgen.workload import read_workload
 
     p = Path(workload)
-    if p.exists() or p.suffix == ".parquet":
+    if p.is_dir():
+        raise InputError("is a directory; give a workload Parquet file or a scenario name", file=p, field="--workload")
+    # anything that looks like a path is read as one, so a typo says "no such file", not "unknown scenario"
+    if p.exists() or p.suffix or "/" in workload:
         return read_workload(p)
     from testbed.scenarios import build_workload, get_scenario
 

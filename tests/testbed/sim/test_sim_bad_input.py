@@ -272,6 +272,15 @@ def test_failed_write_leaves_no_old_summary_describing_new_tables(tmp_path, work
     assert not (out / "summary.json").exists()
 
 
+@pytest.mark.parametrize("kind", ["directory", "typo"])
+def test_sim_run_workload_path_errors_name_the_path(tmp_path, kind):
+    wl = tmp_path if kind == "directory" else tmp_path / "runs" / "w.pq"
+    line = _one_error_line(runner.invoke(app, ["sim", "run", "--cluster", "lab-small", "--workload", str(wl),
+                                               "--out", str(tmp_path / "run")]))
+    words = "is a directory" if kind == "directory" else "no such workload file"
+    assert line.startswith(f"Error: {wl}: ") and words in line, line
+
+
 def test_negative_seed_is_refused(tmp_path, workload_file, small_cluster, small_specs):
     r = runner.invoke(app, ["sim", "run", "--cluster", "lab-small", "--workload", str(workload_file), "--seed", "-1",
                             "--out", str(tmp_path / "run")])
