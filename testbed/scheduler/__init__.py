@@ -3,7 +3,10 @@ normalisation, weights with upstream semantics, and KubeSchedulerConfiguration i
 
 - :mod:`testbed.scheduler.objects`: Nodes and Pods from real Kubernetes objects.
 - :mod:`testbed.scheduler.config`: profiles, weights, KubeSchedulerConfiguration read/validate/write.
-- :mod:`testbed.scheduler.scoring`: the score formulas as pure array functions.
+- :mod:`testbed.scheduler.plugins`: one module per default score plugin, the plugin interface and
+  the registry (default weights, extension points).
+- :mod:`testbed.scheduler.kernels`: the compiled score formulas (the hot path).
+- :mod:`testbed.scheduler.reference`: the same formulas in readable numpy, the kernels' test oracle.
 - :mod:`testbed.scheduler.framework`: the scheduling cycle over incrementally updated node arrays.
 
 Names are resolved on first use (PEP 562), so importing a light submodule such as

@@ -34,110 +34,46 @@ from typing import Any
 import yaml
 
 from testbed.errors import ConfigError
-from testbed.scheduler.objects import DEFAULT_SCHEDULER_NAME, SpreadConstraint, parse_documents, read_text
-from testbed.scheduler.selectors import (
-    NodeSelectorTerm,
-    kind_of,
-    node_selector_terms_to_list,
-    parse_node_selector_terms,
-)
+from testbed.scheduler.objects import DEFAULT_SCHEDULER_NAME, parse_documents, read_text
+from testbed.scheduler.plugins.interpodaffinity import InterPodAffinityArgs
+from testbed.scheduler.plugins.nodeaffinity import NodeAffinityArgs
+from testbed.scheduler.plugins.noderesources import DEFAULT_RESOURCES
+from testbed.scheduler.plugins.noderesources.balanced_allocation import BalancedAllocationArgs
+from testbed.scheduler.plugins.noderesources.fit import STRATEGIES, FitArgs, shape_errors
+from testbed.scheduler.plugins.podtopologyspread import PodTopologySpreadArgs
+from testbed.scheduler.plugins.registry import DEFAULT_REGISTRY, EXTENSION_POINTS, MULTI_POINT, Registry
+from testbed.scheduler.validation import int_errors, invalid, is_int, required, type_error
+
+#: re-exported: the typed args of the modelled plugins live in their plugin modules
+__all__ = [
+    "DEFAULT_RESOURCES",
+    "STRATEGIES",
+    "BalancedAllocationArgs",
+    "FitArgs",
+    "InterPodAffinityArgs",
+    "NodeAffinityArgs",
+    "PodTopologySpreadArgs",
+]
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 MAX_NODE_SCORE = 100  # staging/src/k8s.io/kube-scheduler/framework/interface.go
 MAX_TOTAL_SCORE = 2**63 - 1  # framework.MaxTotalScore = math.MaxInt64
 KIND = "KubeSchedulerConfiguration"
 
-#: The score plugins of the default profile, in the order of the v1 multiPoint list.
-SCORE_PLUGINS: tuple[str, ...] = (
-    "TaintToleration",
-    "NodeAffinity",
-    "NodeResourcesFit",
-    "PodTopologySpread",
-    "InterPodAffinity",
-    "NodeResourcesBalancedAllocation",
-    "ImageLocality",
-)
-#: Their weights in ``default_plugins.go``.
-DEFAULT_SCORE_WEIGHTS: dict[str, int] = {
-    "TaintToleration": 3,
-    "NodeAffinity": 2,
-    "NodeResourcesFit": 1,
-    "PodTopologySpread": 2,
-    "InterPodAffinity": 2,
-    "NodeResourcesBalancedAllocation": 1,
-    "ImageLocality": 1,
-}
+#: The score plugins of the default profile, in the order of the v1 multiPoint list, and their
+#: weights in ``default_plugins.go`` (data of the registry, :mod:`testbed.scheduler.plugins.registry`).
+SCORE_PLUGINS: tuple[str, ...] = DEFAULT_REGISTRY.score_plugins
+DEFAULT_SCORE_WEIGHTS: dict[str, int] = DEFAULT_REGISTRY.default_weights
 #: The filter plugins this scheduler evaluates (the others of the default profile concern ports,
 #: volumes and DRA, which the testbed's pods do not use).
 FILTER_PLUGINS: tuple[str, ...] = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit")
 
-#: The v1 default multiPoint list (name, weight or None).
-DEFAULT_MULTIPOINT: tuple[tuple[str, int | None], ...] = (
-    ("SchedulingGates", None),
-    ("PrioritySort", None),
-    ("NodeUnschedulable", None),
-    ("NodeName", None),
-    ("TaintToleration", 3),
-    ("NodeAffinity", 2),
-    ("NodePorts", None),
-    ("NodeResourcesFit", 1),
-    ("VolumeRestrictions", None),
-    ("NodeVolumeLimits", None),
-    ("VolumeBinding", None),
-    ("VolumeZone", None),
-    ("PodTopologySpread", 2),
-    ("InterPodAffinity", 2),
-    ("DefaultPreemption", None),
-    ("NodeResourcesBalancedAllocation", 1),
-    ("ImageLocality", 1),
-    ("DefaultBinder", None),
-)
+#: The v1 default multiPoint list (name, weight or None) and the extension points of every
+#: in-tree plugin (``registry.go``), for "does not exist" / "does not extend" errors.
+DEFAULT_MULTIPOINT: tuple[tuple[str, int | None], ...] = DEFAULT_REGISTRY.default_multipoint
+PLUGIN_EXTENSIONS: dict[str, frozenset[str]] = DEFAULT_REGISTRY.extensions
 
-EXTENSION_POINTS: tuple[str, ...] = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-    "postBind",
-    "multiPoint",
-)
-
-# The in-tree registry (pkg/scheduler/framework/plugins/registry.go) and the extension points
-# each plugin implements, for "does not exist" / "does not extend" errors.
-_F, _PF, _PS, _S = "filter", "preFilter", "preScore", "score"
-PLUGIN_EXTENSIONS: dict[str, frozenset[str]] = {
-    "SchedulingGates": frozenset({"preEnqueue"}),
-    "PrioritySort": frozenset({"queueSort"}),
-    "NodeUnschedulable": frozenset({_F}),
-    "NodeName": frozenset({_F}),
-    "TaintToleration": frozenset({_F, _PS, _S}),
-    "NodeAffinity": frozenset({_PF, _F, _PS, _S}),
-    "NodePorts": frozenset({_PF, _F}),
-    "NodeResourcesFit": frozenset({_PF, _F, _PS, _S}),
-    "VolumeRestrictions": frozenset({_PF, _F}),
-    "NodeVolumeLimits": frozenset({_PF, _F}),
-    "VolumeBinding": frozenset({_PF, _F, "reserve", "preBind", _PS, _S}),
-    "VolumeZone": frozenset({_PF, _F}),
-    "PodTopologySpread": frozenset({_PF, _F, _PS, _S}),
-    "InterPodAffinity": frozenset({_PF, _F, _PS, _S}),
-    "DefaultPreemption": frozenset({"postFilter"}),
-    "NodeResourcesBalancedAllocation": frozenset({_PS, _S}),
-    "ImageLocality": frozenset({_S}),
-    "DefaultBinder": frozenset({"bind"}),
-    "DynamicResources": frozenset({"preEnqueue", _PF, _F, "postFilter", "reserve", "preBind"}),
-}
-
-STRATEGIES: tuple[str, ...] = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
-DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
 BIN_PACKING_SHAPE: tuple[tuple[int, int], ...] = ((0, 0), (100, 10))
-_LABEL_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _TOP_FIELDS = frozenset(
     {
         "apiVersion",
@@ -160,48 +96,6 @@ _TOP_FIELDS = frozenset(
 _PROFILE_FIELDS = frozenset({"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"})
 
 
-# --- typed plugin args ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FitArgs:
-    """``NodeResourcesFitArgs``: the scoring strategy, its per-resource weights and the RTCR shape
-    (points ``(utilization 0..100, score 0..10)``)."""
-
-    strategy: str = "LeastAllocated"
-    resources: tuple[tuple[str, int], ...] = DEFAULT_RESOURCES
-    shape: tuple[tuple[int, int], ...] = ()
-    ignored_resources: tuple[str, ...] = ()
-    ignored_resource_groups: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class BalancedAllocationArgs:
-    resources: tuple[tuple[str, int], ...] = DEFAULT_RESOURCES
-
-
-@dataclass(frozen=True)
-class InterPodAffinityArgs:
-    hard_pod_affinity_weight: int = 1
-    ignore_preferred_terms_of_existing_pods: bool = False
-
-
-@dataclass(frozen=True)
-class NodeAffinityArgs:
-    """``addedAffinity``: required terms every pod must also match, preferred terms added to each pod's."""
-
-    added_required: tuple[NodeSelectorTerm, ...] | None = None
-    added_preferred: tuple[tuple[int, NodeSelectorTerm], ...] = ()
-
-
-@dataclass(frozen=True)
-class PodTopologySpreadArgs:
-    """``defaultingType: System`` uses the built-in defaults (hostname maxSkew 3, zone maxSkew 5)."""
-
-    defaulting_type: str = "System"
-    default_constraints: tuple[SpreadConstraint, ...] = ()
-
-
 @dataclass(frozen=True)
 class Profile:
     """One scheduling profile, as the scheduler evaluates it (hashable; cheap to compare and switch).
@@ -214,20 +108,54 @@ class Profile:
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     score_weights: tuple[tuple[str, int], ...] = tuple((p, DEFAULT_SCORE_WEIGHTS[p]) for p in SCORE_PLUGINS)
     filters: tuple[str, ...] = FILTER_PLUGINS
-    fit: FitArgs = FitArgs()
-    balanced_allocation: BalancedAllocationArgs = BalancedAllocationArgs()
-    inter_pod_affinity: InterPodAffinityArgs = InterPodAffinityArgs()
-    node_affinity: NodeAffinityArgs = NodeAffinityArgs()
-    topology_spread: PodTopologySpreadArgs = PodTopologySpreadArgs()
+    #: the typed args of the score plugins that have args, by plugin name; args equal to their
+    #: type's defaults are dropped and the rest sorted, so equal profiles compare and hash equal
+    plugin_args: tuple[tuple[str, Any], ...] = ()
     percentage_of_nodes_to_score: int | None = None
     multipoint_disabled: tuple[str, ...] = ()
     other_plugin_config: tuple[tuple[str, str], ...] = ()  # args of plugins not modelled, as JSON
+
+    def __post_init__(self) -> None:
+        kept = tuple(sorted(((n, a) for n, a in self.plugin_args if a != type(a)()), key=lambda na: na[0]))
+        object.__setattr__(self, "plugin_args", kept)
 
     def weight(self, plugin: str) -> int | None:
         for p, w in self.score_weights:
             if p == plugin:
                 return w
         return None
+
+    def args(self, plugin: str, registry: Registry = DEFAULT_REGISTRY) -> Any:
+        """The typed args of ``plugin`` (its defaults unless the profile sets them)."""
+        for n, a in self.plugin_args:
+            if n == plugin:
+                return a
+        return registry.plugin(plugin).default_args()
+
+    def with_args(self, plugin: str, args: Any) -> Profile:
+        """This profile with ``plugin``'s args replaced."""
+        return replace(self, plugin_args=(*((n, a) for n, a in self.plugin_args if n != plugin), (plugin, args)))
+
+    # the modelled plugins' args by their old field names, for the callers that read them
+    @property
+    def fit(self) -> FitArgs:
+        return self.args("NodeResourcesFit")
+
+    @property
+    def balanced_allocation(self) -> BalancedAllocationArgs:
+        return self.args("NodeResourcesBalancedAllocation")
+
+    @property
+    def inter_pod_affinity(self) -> InterPodAffinityArgs:
+        return self.args("InterPodAffinity")
+
+    @property
+    def node_affinity(self) -> NodeAffinityArgs:
+        return self.args("NodeAffinity")
+
+    @property
+    def topology_spread(self) -> PodTopologySpreadArgs:
+        return self.args("PodTopologySpread")
 
     @property
     def disabled(self) -> tuple[str, ...]:
@@ -265,11 +193,11 @@ def default_profile(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> Profile:
 _OFF = frozenset({"disabled", "disable", "off", "none", "null", "-"})
 
 
-def _check_plugin(name: str) -> None:
+def _check_plugin(name: str, registry: Registry = DEFAULT_REGISTRY) -> None:
     if not name:
         raise ConfigError("an item has no plugin name before '='", field="weights")
-    if name not in DEFAULT_SCORE_WEIGHTS:
-        raise ConfigError(f"unknown score plugin {name!r}; known: {', '.join(SCORE_PLUGINS)}", field="weights")
+    if name not in registry.default_weights:
+        raise ConfigError(f"unknown score plugin {name!r}; known: {', '.join(registry.score_plugins)}", field="weights")
 
 
 _INTEGER = re.compile(r"^[+-]?[0-9]+$")
@@ -340,14 +268,15 @@ def profile_from_weights(
     resources: list[tuple[str, int]] | tuple[tuple[str, int], ...] | None = None,
     scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     percentage_of_nodes_to_score: int | None = None,
+    registry: Registry = DEFAULT_REGISTRY,
 ) -> Profile:
     """A profile from per-plugin weights (1..100, or None to disable); plugins not named keep their
     default weight. ``strategy`` / ``shape`` / ``resources`` set NodeResourcesFit's scoring
     strategy; RequestedToCapacityRatio without a shape gets the bin-packing shape
     ``[(0, 0), (100, 10)]``. The result always exports as a valid configuration."""
-    merged: dict[str, int | None] = dict(DEFAULT_SCORE_WEIGHTS)
+    merged: dict[str, int | None] = dict(registry.default_weights)
     for name, w in weights.items():
-        _check_plugin(name)
+        _check_plugin(name, registry)
         if w is not None and (isinstance(w, bool) or not isinstance(w, numbers.Integral) or not 1 <= int(w) <= 100):
             raise ConfigError(f"weight {w!r} of {name} is not an integer in 1..100 (None disables)", field=f"weights.{name}")
         merged[name] = None if w is None else int(w)
@@ -376,7 +305,7 @@ def profile_from_weights(
         fit = replace(fit, resources=res)
     if fit.strategy == "RequestedToCapacityRatio":
         pts = tuple((int(u), int(s)) for u, s in (shape if shape is not None else BIN_PACKING_SHAPE))
-        errs = _shape_errors([{"utilization": u, "score": s} for u, s in pts], "shape")
+        errs = shape_errors([{"utilization": u, "score": s} for u, s in pts], "shape")
         if errs:
             raise ConfigError(errs[0], field="shape")
         fit = replace(fit, shape=pts)
@@ -386,8 +315,8 @@ def profile_from_weights(
         raise ConfigError("not in valid range [0-100]", field="percentageOfNodesToScore")
     return Profile(
         scheduler_name=scheduler_name,
-        score_weights=tuple((p, w) for p in SCORE_PLUGINS if (w := merged[p]) is not None),
-        fit=fit,
+        score_weights=tuple((p, w) for p in registry.score_plugins if (w := merged[p]) is not None),
+        plugin_args=(("NodeResourcesFit", fit),),
         percentage_of_nodes_to_score=percentage_of_nodes_to_score,
     )
 
@@ -404,248 +333,50 @@ def config_for_profile(profile: Profile) -> SchedulerConfig:
 # --- validation -----------------------------------------------------------------------------------
 
 
-def _invalid(path: str, value: Any, msg: str) -> str:
-    return f"{path}: Invalid value: {json.dumps(value)}: {msg}"
-
-
-def _required(path: str, msg: str) -> str:
-    return f"{path}: Required value: {msg}"
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _shape_errors(shape: Any, path: str) -> list[str]:
-    """``validateFunctionShape``: at least one point, utilization strictly increasing and in
-    [0, 100], score in [0, 10]."""
-    if not isinstance(shape, list) or not shape:
-        return [_required(path, "at least one point must be specified")]
-    errs = []
-    for i, pt in enumerate(shape):
-        if not isinstance(pt, dict) or not _is_int(pt.get("utilization", 0)) or not _is_int(pt.get("score", 0)):
-            return [_invalid(f"{path}[{i}]", pt, "a point needs integer utilization and score")]
-    for i in range(1, len(shape)):
-        if shape[i - 1].get("utilization", 0) >= shape[i].get("utilization", 0):
-            errs.append(_invalid(f"{path}[{i}].utilization", shape[i].get("utilization", 0), "values must be sorted in increasing order"))
-            break
-    for i, pt in enumerate(shape):
-        u, s = pt.get("utilization", 0), pt.get("score", 0)
-        if not 0 <= u <= 100:
-            errs.append(_invalid(f"{path}[{i}].utilization", u, "not in valid range [0, 100]"))
-        if not 0 <= s <= 10:
-            errs.append(_invalid(f"{path}[{i}].score", s, "not in valid range [0, 10]"))
+def _default_preemption_errors(args: Mapping[str, Any], path: str) -> list[str]:
+    """``ValidateDefaultPreemptionArgs``."""
+    pct = args.get("minCandidateNodesPercentage", 10)
+    absolute = args.get("minCandidateNodesAbsolute", 100)
+    pe = int_errors(f"{path}.minCandidateNodesPercentage", pct, lo=0, hi=100, msg="not in valid range [0, 100]")
+    ae = int_errors(f"{path}.minCandidateNodesAbsolute", absolute, lo=0, hi=2**31 - 1, msg="not in valid range [0, inf)")
+    errs = pe + ae
+    if not pe and not ae and pct == 0 and absolute == 0:
+        errs.append(invalid(f"{path}.minCandidateNodesPercentage", pct, "cannot be zero at the same time as minCandidateNodesAbsolute"))
+        errs.append(invalid(f"{path}.minCandidateNodesAbsolute", absolute, "cannot be zero at the same time as minCandidateNodesPercentage"))
     return errs
 
 
-def _resources_errors(resources: Any, path: str, *, exactly_one: bool = False) -> list[str]:
-    if not isinstance(resources, list):
-        return [_invalid(path, resources, "must be a list of {name, weight}")]
-    errs = []
-    seen: set[str] = set()
-    for i, r in enumerate(resources):
-        if not isinstance(r, dict) or not isinstance(r.get("name"), str) or not r.get("name"):
-            errs.append(_required(f"{path}[{i}].name", "a resource needs a name"))
-            continue
-        w = r.get("weight", 0)
-        w = 1 if w in (0, None) else w  # v1 defaulting: a weight of 0 becomes 1 before validation
-        if exactly_one:
-            if r["name"] in seen:
-                errs.append(f"{path}[{i}].name: Duplicate value: {json.dumps(r['name'])}")
-            if w != 1:
-                errs.append(_invalid(f"{path}[{i}].weight", w, "must be 1"))
-        elif not _is_int(w) or w <= 0 or w > 100:
-            errs.append(_invalid(f"{path}[{i}].weight", w, f"resource weight of {r['name']} not in valid range (0, 100]"))
-        seen.add(r["name"])
-    return errs
+def _volume_binding_errors(args: Mapping[str, Any], path: str) -> list[str]:
+    """``ValidateVolumeBindingArgs``."""
+    return int_errors(
+        f"{path}.bindTimeoutSeconds", args.get("bindTimeoutSeconds", 600), lo=0, hi=2**63 - 1,
+        msg="invalid BindTimeoutSeconds, should not be a negative value", go_type="int64",
+    )  # fmt: skip
 
 
-def _node_terms_errors(raw: Any, path: str) -> list[str]:
-    try:
-        parse_node_selector_terms(raw, field=path)
-    except ConfigError as err:
-        return [f"{err.field}: Invalid value: {err.detail}"]
-    return []
+#: args rules of the plugins that are validated but not modelled (their args are kept as JSON)
+_OTHER_ARGS_RULES = {"DefaultPreemption": _default_preemption_errors, "VolumeBinding": _volume_binding_errors}
 
 
-def _type_error(path: str, value: Any, want: str) -> str:
-    """A value of the wrong JSON type: kube-scheduler's strict decoder refuses it before
-    validation runs (``cannot unmarshal ... into Go struct field``)."""
-    return f"{path}: Invalid value: {_show(value)}: must be {want}, not {kind_of(value)}"
-
-
-def _show(value: Any) -> str:
-    try:
-        return json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _int_errors(path: str, value: Any, *, lo: int, hi: int, msg: str, go_type: str = "int32") -> list[str]:
-    """An integer field: not an integer (or a bool, or NaN) is a decoding error, outside the Go
-    type's range too (``go_type``), then ``lo..hi`` is upstream's validation rule with its message."""
-    if not _is_int(value):
-        return [_type_error(path, value, "an integer")]
-    if not -(2 ** (_GO_BITS[go_type] - 1)) <= value < 2 ** (_GO_BITS[go_type] - 1):
-        return [_invalid(path, value, f"does not fit {go_type}, the type of this field")]
-    if not lo <= value <= hi:
-        return [_invalid(path, value, msg)]
-    return []
-
-
-_GO_BITS = {"int32": 32, "int64": 64}
-
-
-def _label_name_error(path: str, v: Any) -> list[str]:
-    """``metav1validation.ValidateLabelName``: a qualified name (optional DNS prefix ``/`` name)."""
-    if not isinstance(v, str):
-        return [_type_error(path, v, "a string")]
-    if not _LABEL_NAME.match(v) or len(v.rpartition("/")[2]) > 63:
-        return [_invalid(path, v, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")]
-    return []
-
-
-def _args_errors(name: str, args: Any, path: str) -> list[str]:
-    """The plugin-args rules of ``validation_pluginargs.go`` (``ValidateNodeResourcesFitArgs``,
-    ``ValidateNodeResourcesBalancedAllocationArgs``, ``ValidateInterPodAffinityArgs``,
-    ``ValidateNodeAffinityArgs``, ``ValidatePodTopologySpreadArgs``, ``ValidateDefaultPreemptionArgs``,
-    ``ValidateVolumeBindingArgs``), after the type checks the strict decoder makes first."""
+def _args_errors(name: str, args: Any, path: str, registry: Registry = DEFAULT_REGISTRY) -> list[str]:
+    """The plugin-args rules of ``validation_pluginargs.go``, after the type checks the strict
+    decoder makes first: a modelled plugin's own (``validate_args``), or those of
+    :data:`_OTHER_ARGS_RULES`."""
     if args is None:
         return []
     if not isinstance(args, dict):
-        return [_invalid(path, args, "args must be a mapping")]
-    errs: list[str] = []
-    if name == "NodeResourcesFit":
-        ign = args.get("ignoredResources")
-        if ign is not None and not isinstance(ign, list):
-            errs.append(_type_error(f"{path}.ignoredResources", ign, "a list of resource names"))
-        for i, res in enumerate(ign if isinstance(ign, list) else []):
-            errs.extend(_label_name_error(f"{path}.ignoredResources[{i}]", res))
-        groups = args.get("ignoredResourceGroups")
-        if groups is not None and not isinstance(groups, list):
-            errs.append(_type_error(f"{path}.ignoredResourceGroups", groups, "a list of resource group names"))
-        for i, g in enumerate(groups if isinstance(groups, list) else []):
-            gp = f"{path}.ignoredResourceGroups[{i}]"
-            if isinstance(g, str) and "/" in g:
-                errs.append(_invalid(gp, g, "resource group name can't contain '/'"))
-            else:
-                errs.extend(_label_name_error(gp, g))
-        st = args.get("scoringStrategy")
-        if st is not None:
-            sp = f"{path}.scoringStrategy"
-            if not isinstance(st, dict):
-                return [_invalid(sp, st, "must be a mapping")]
-            if st.get("type") not in STRATEGIES:
-                errs.append(f"{sp}.type: Unsupported value: {_show(st.get('type'))}: supported values: " + ", ".join(f'"{s}"' for s in STRATEGIES))
-            if st.get("resources") is not None:
-                errs.extend(_resources_errors(st["resources"], f"{sp}.resources"))
-            rtcr = st.get("requestedToCapacityRatio")
-            rp = f"{sp}.requestedToCapacityRatio"
-            if rtcr is not None and not isinstance(rtcr, dict):
-                errs.append(_type_error(rp, rtcr, "a mapping with a shape"))
-            elif st.get("type") == "RequestedToCapacityRatio":
-                if rtcr is None:
-                    errs.append(_required(rp, "must be specified when type is RequestedToCapacityRatio"))
-                else:
-                    errs.extend(_shape_errors(rtcr.get("shape"), f"{rp}.shape"))
-            elif rtcr is not None:
-                errs.append(f"{rp}: Forbidden: must be nil when type is not RequestedToCapacityRatio")
-    elif name == "NodeResourcesBalancedAllocation":
-        if args.get("resources") is not None:
-            errs.extend(_resources_errors(args["resources"], f"{path}.resources", exactly_one=True))
-    elif name == "InterPodAffinity":
-        errs.extend(_int_errors(f"{path}.hardPodAffinityWeight", args.get("hardPodAffinityWeight", 1), lo=0, hi=100, msg="not in valid range [0, 100]"))
-        ign = args.get("ignorePreferredTermsOfExistingPods", False)
-        if not isinstance(ign, bool):
-            errs.append(_type_error(f"{path}.ignorePreferredTermsOfExistingPods", ign, "true or false"))
-    elif name == "NodeAffinity":
-        added = args.get("addedAffinity")
-        ap = f"{path}.addedAffinity"
-        if added is not None and not isinstance(added, dict):
-            errs.append(_type_error(ap, added, "a mapping (a NodeAffinity)"))
-        elif added is not None:
-            req = added.get("requiredDuringSchedulingIgnoredDuringExecution")
-            rp = f"{ap}.requiredDuringSchedulingIgnoredDuringExecution"
-            if req is not None and not isinstance(req, dict):
-                errs.append(_type_error(rp, req, "a mapping (a NodeSelector)"))
-            elif req is not None:
-                errs.extend(_node_terms_errors(req.get("nodeSelectorTerms"), f"{rp}.nodeSelectorTerms"))
-            prefs = added.get("preferredDuringSchedulingIgnoredDuringExecution")
-            pfp = f"{ap}.preferredDuringSchedulingIgnoredDuringExecution"
-            if prefs is not None and not isinstance(prefs, list):
-                errs.append(_type_error(pfp, prefs, "a list of weighted preferences"))
-            for i, pref in enumerate(prefs if isinstance(prefs, list) else []):
-                pp = f"{pfp}[{i}]"
-                if not isinstance(pref, dict):
-                    errs.append(_type_error(pp, pref, "a mapping with weight and preference"))
-                    continue
-                w = pref.get("weight")
-                if not _is_int(w) or not 1 <= w <= 100:
-                    errs.append(_invalid(f"{pp}.weight", w, "must be in the range 1-100"))
-                term = pref.get("preference")
-                if term is not None and not isinstance(term, dict):
-                    errs.append(_type_error(f"{pp}.preference", term, "a mapping (a NodeSelectorTerm)"))
-                else:
-                    errs.extend(_node_terms_errors([term or {}], f"{pp}.preference"))
-    elif name == "PodTopologySpread":
-        dt = args.get("defaultingType", "System") or "System"
-        constraints = args.get("defaultConstraints") or []
-        if not isinstance(constraints, list):
-            return [_type_error(f"{path}.defaultConstraints", constraints, "a list of constraints")]
-        if dt not in ("System", "List"):
-            errs.append(f"{path}.defaultingType: Unsupported value: {_show(dt)}: supported values: \"List\", \"System\"")
-        elif dt == "System" and constraints:
-            errs.append(_invalid(f"{path}.defaultingType", dt, "when .defaultConstraints are not empty"))
-        seen: set[tuple[str, str]] = set()
-        for i, c in enumerate(constraints):
-            cp = f"{path}.defaultConstraints[{i}]"
-            if not isinstance(c, dict):
-                errs.append(_type_error(cp, c, "a mapping (a TopologySpreadConstraint)"))
-                continue
-            skew = c.get("maxSkew")
-            if _is_int(skew) and skew > 0:
-                errs.extend(_int_errors(f"{cp}.maxSkew", skew, lo=1, hi=2**31 - 1, msg="not in valid range (0, inf)"))
-            else:
-                errs.append(_invalid(f"{cp}.maxSkew", skew, "not in valid range (0, inf)"))
-            if not c.get("topologyKey"):
-                errs.append(_required(f"{cp}.topologyKey", "can not be empty"))
-            else:
-                errs.extend(_label_name_error(f"{cp}.topologyKey", c["topologyKey"]))
-            when = c.get("whenUnsatisfiable")
-            if not when:
-                errs.append(_required(f"{cp}.whenUnsatisfiable", "can not be empty"))
-            elif when not in ("DoNotSchedule", "ScheduleAnyway"):
-                errs.append(f"{cp}.whenUnsatisfiable: Unsupported value: {_show(when)}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\"")
-            if c.get("labelSelector") is not None:
-                errs.append(f"{cp}.labelSelector: Forbidden: constraint must not define a selector, as they deduced for each pod")
-            key = (str(c.get("topologyKey")), str(when))
-            if key in seen:
-                errs.append(f"{path}.defaultConstraints[{i}]: Duplicate value: \"{{{key[0]}, {key[1]}}}\"")
-            seen.add(key)
-    elif name == "DefaultPreemption":
-        pct = args.get("minCandidateNodesPercentage", 10)
-        absolute = args.get("minCandidateNodesAbsolute", 100)
-        pe = _int_errors(f"{path}.minCandidateNodesPercentage", pct, lo=0, hi=100, msg="not in valid range [0, 100]")
-        ae = _int_errors(f"{path}.minCandidateNodesAbsolute", absolute, lo=0, hi=2**31 - 1, msg="not in valid range [0, inf)")
-        errs.extend(pe + ae)
-        if not pe and not ae and pct == 0 and absolute == 0:
-            errs.append(_invalid(f"{path}.minCandidateNodesPercentage", pct, "cannot be zero at the same time as minCandidateNodesAbsolute"))
-            errs.append(_invalid(f"{path}.minCandidateNodesAbsolute", absolute, "cannot be zero at the same time as minCandidateNodesPercentage"))
-    elif name == "VolumeBinding":
-        errs.extend(
-            _int_errors(
-                f"{path}.bindTimeoutSeconds", args.get("bindTimeoutSeconds", 600), lo=0, hi=2**63 - 1,
-                msg="invalid BindTimeoutSeconds, should not be a negative value", go_type="int64",
-            )
-        )
-    return errs
+        return [invalid(path, args, "args must be a mapping")]
+    if registry.has_args(name):
+        return registry.plugin(name).validate_args(args, path)
+    rule = _OTHER_ARGS_RULES.get(name)
+    return [] if rule is None else rule(args, path)
 
 
-def _plugin_set_errors(ps: Any, path: str, point: str) -> list[str]:
+def _plugin_set_errors(ps: Any, path: str, point: str, registry: Registry = DEFAULT_REGISTRY) -> list[str]:
     if ps is None:
         return []
     if not isinstance(ps, dict):
-        return [_invalid(path, ps, "must be a mapping with enabled/disabled lists")]
+        return [invalid(path, ps, "must be a mapping with enabled/disabled lists")]
     errs = []
     for k in ps:
         if k not in ("enabled", "disabled"):
@@ -653,13 +384,13 @@ def _plugin_set_errors(ps: Any, path: str, point: str) -> list[str]:
     for kind in ("enabled", "disabled"):
         lst = ps.get(kind) or []
         if not isinstance(lst, list):
-            errs.append(_invalid(f"{path}.{kind}", lst, "must be a list of {name, weight}"))
+            errs.append(invalid(f"{path}.{kind}", lst, "must be a list of {name, weight}"))
             continue
         seen: set[str] = set()
         for i, pl in enumerate(lst):
             p = f"{path}.{kind}[{i}]"
             if not isinstance(pl, dict) or not isinstance(pl.get("name"), str) or not pl["name"]:
-                errs.append(_required(f"{p}.name", "a plugin needs a name"))
+                errs.append(required(f"{p}.name", "a plugin needs a name"))
                 continue
             name = pl["name"]
             for k in pl:
@@ -667,11 +398,11 @@ def _plugin_set_errors(ps: Any, path: str, point: str) -> list[str]:
                     errs.append(f"{p}: unknown field \"{k}\"")
             if kind == "disabled":
                 continue
-            if name not in PLUGIN_EXTENSIONS:
-                errs.append(_invalid(f"{p}.name", name, f"plugin {name!r} does not exist; known plugins: {', '.join(sorted(PLUGIN_EXTENSIONS))}"))
+            if name not in registry.extensions:
+                errs.append(invalid(f"{p}.name", name, f"plugin {name!r} does not exist; known plugins: {', '.join(sorted(registry.extensions))}"))
                 continue
-            if point != "multiPoint" and point not in PLUGIN_EXTENSIONS[name]:
-                errs.append(_invalid(f"{p}.name", name, f"plugin {name!r} does not extend {point} plugin"))
+            if point != MULTI_POINT and point not in registry.extensions[name]:
+                errs.append(invalid(f"{p}.name", name, f"plugin {name!r} does not extend {point} plugin"))
             if name in seen:
                 errs.append(f"{p}.name: Duplicate value: {json.dumps(name)}")
             seen.add(name)
@@ -680,7 +411,7 @@ def _plugin_set_errors(ps: Any, path: str, point: str) -> list[str]:
                 # Plugin.weight is an int32 (pkg/scheduler/apis/config/v1 types): a larger number
                 # does not decode.
                 errs.extend(
-                    _int_errors(
+                    int_errors(
                         f"{p}.weight", w, lo=0, hi=2**31 - 1, msg="must not be negative (0 means 1; disable a plugin to turn it off)"
                     )
                 )
@@ -699,88 +430,89 @@ def total_weight_error(weights: Mapping[str, int]) -> str | None:
     return None
 
 
-def validate_config_dict(d: Any) -> list[str]:
-    """Every error upstream validation (and framework construction) would report, with field paths."""
+def validate_config_dict(d: Any, *, registry: Registry = DEFAULT_REGISTRY) -> list[str]:
+    """Every error upstream validation (and framework construction) would report, with field paths;
+    plugin names, extension points and args rules come from ``registry``."""
     if not isinstance(d, dict):
         return ["<root>: Invalid value: the configuration must be a mapping"]
     errs: list[str] = []
     if d.get("apiVersion") != API_VERSION:
-        errs.append(_invalid("apiVersion", d.get("apiVersion"), f"must be {API_VERSION}"))
+        errs.append(invalid("apiVersion", d.get("apiVersion"), f"must be {API_VERSION}"))
     if d.get("kind") != KIND:
-        errs.append(_invalid("kind", d.get("kind"), f"must be {KIND}"))
+        errs.append(invalid("kind", d.get("kind"), f"must be {KIND}"))
     for k in d:
         if k not in _TOP_FIELDS:
             errs.append(f"{k}: strict decoding error: unknown field \"{k}\"")
-    errs.extend(_int_errors("parallelism", d.get("parallelism", 16), lo=1, hi=2**31 - 1, msg="should be an integer value greater than zero"))
+    errs.extend(int_errors("parallelism", d.get("parallelism", 16), lo=1, hi=2**31 - 1, msg="should be an integer value greater than zero"))
     pct = d.get("percentageOfNodesToScore")
     if pct is not None:
-        errs.extend(_int_errors("percentageOfNodesToScore", pct, lo=0, hi=100, msg="not in valid range [0-100]"))
+        errs.extend(int_errors("percentageOfNodesToScore", pct, lo=0, hi=100, msg="not in valid range [0-100]"))
     ib = d.get("podInitialBackoffSeconds", 1)
     mb = d.get("podMaxBackoffSeconds", 10)
-    ib_errs = _int_errors("podInitialBackoffSeconds", ib, lo=1, hi=2**63 - 1, msg="must be greater than 0", go_type="int64")
+    ib_errs = int_errors("podInitialBackoffSeconds", ib, lo=1, hi=2**63 - 1, msg="must be greater than 0", go_type="int64")
     errs.extend(ib_errs)
     if not ib_errs:
         errs.extend(
-            _int_errors("podMaxBackoffSeconds", mb, lo=ib, hi=2**63 - 1, msg="must be greater than or equal to PodInitialBackoffSeconds", go_type="int64")
+            int_errors("podMaxBackoffSeconds", mb, lo=ib, hi=2**63 - 1, msg="must be greater than or equal to PodInitialBackoffSeconds", go_type="int64")
         )
     errs.extend(_component_errors(d))
     profiles = d.get("profiles")
     if profiles is None:
         profiles = [{"schedulerName": DEFAULT_SCHEDULER_NAME}]
     if not isinstance(profiles, list) or not profiles:
-        errs.append(_required("profiles", "must have at least one profile"))
+        errs.append(required("profiles", "must have at least one profile"))
         return errs
     names: set[str] = set()
     queue_sorts: list[Any] = []
     for i, prof in enumerate(profiles):
         pp = f"profiles[{i}]"
         if not isinstance(prof, dict):
-            errs.append(_invalid(pp, prof, "a profile must be a mapping"))
+            errs.append(invalid(pp, prof, "a profile must be a mapping"))
             continue
         for k in prof:
             if k not in _PROFILE_FIELDS:
                 errs.append(f"{pp}: strict decoding error: unknown field \"{k}\"")
         name = prof.get("schedulerName", DEFAULT_SCHEDULER_NAME)
         if not isinstance(name, str) or not name:
-            errs.append(_required(f"{pp}.schedulerName", "schedulerName is required"))
+            errs.append(required(f"{pp}.schedulerName", "schedulerName is required"))
         elif name in names:
             errs.append(f"{pp}.schedulerName: Duplicate value: {json.dumps(name)}")
         names.add(str(name))
         ppct = prof.get("percentageOfNodesToScore")
         if ppct is not None:
-            errs.extend(_int_errors(f"{pp}.percentageOfNodesToScore", ppct, lo=0, hi=100, msg="not in valid range [0-100]"))
+            errs.extend(int_errors(f"{pp}.percentageOfNodesToScore", ppct, lo=0, hi=100, msg="not in valid range [0-100]"))
         plugins = prof.get("plugins") or {}
         if not isinstance(plugins, dict):
-            errs.append(_invalid(f"{pp}.plugins", plugins, "must be a mapping of extension point to plugin set"))
+            errs.append(invalid(f"{pp}.plugins", plugins, "must be a mapping of extension point to plugin set"))
             plugins = {}
         for point, ps in plugins.items():
             if point not in EXTENSION_POINTS:
                 errs.append(f"{pp}.plugins: strict decoding error: unknown field \"{point}\"")
                 continue
-            errs.extend(_plugin_set_errors(ps, f"{pp}.plugins.{point}", point))
+            errs.extend(_plugin_set_errors(ps, f"{pp}.plugins.{point}", point, registry))
         queue_sorts.append(json.dumps(plugins.get("queueSort"), sort_keys=True))
         pcs = prof.get("pluginConfig") or []
         if not isinstance(pcs, list):
-            errs.append(_invalid(f"{pp}.pluginConfig", pcs, "must be a list of {name, args}"))
+            errs.append(invalid(f"{pp}.pluginConfig", pcs, "must be a list of {name, args}"))
             continue
         seen: set[str] = set()
         for j, pc in enumerate(pcs):
             cp = f"{pp}.pluginConfig[{j}]"
             if not isinstance(pc, dict) or not isinstance(pc.get("name"), str):
-                errs.append(_required(f"{cp}.name", "a plugin config needs a name"))
+                errs.append(required(f"{cp}.name", "a plugin config needs a name"))
                 continue
             if pc["name"] in seen:
                 errs.append(f"{cp}: Duplicate value: {json.dumps(pc['name'])}")
             seen.add(pc["name"])
-            errs.extend(_args_errors(pc["name"], pc.get("args"), f"{cp}.args"))
+            errs.extend(_args_errors(pc["name"], pc.get("args"), f"{cp}.args", registry))
         if not errs:
             try:
-                _profile_from_dict(prof, global_pct=pct, path=pp)
+                _profile_from_dict(prof, global_pct=pct, path=pp, registry=registry)
             except ConfigError as err:
                 errs.append(f"{err.field}: {err.detail}")
     for i in range(1, len(queue_sorts)):
         if queue_sorts[i] != queue_sorts[0]:
-            errs.append(_invalid(f"profiles[{i}].plugins.queueSort", json.loads(queue_sorts[i]), "has to match for all profiles"))
+            errs.append(invalid(f"profiles[{i}].plugins.queueSort", json.loads(queue_sorts[i]), "has to match for all profiles"))
     errs.extend(_extender_errors(d.get("extenders")))
     return errs
 
@@ -794,24 +526,24 @@ def _component_errors(d: Mapping[str, Any]) -> list[str]:
     errs: list[str] = []
     le = d.get("leaderElection")
     if le is not None and not isinstance(le, dict):
-        errs.append(_type_error("leaderElection", le, "a mapping (a LeaderElectionConfiguration)"))
+        errs.append(type_error("leaderElection", le, "a mapping (a LeaderElectionConfiguration)"))
     elif le:
         elect = le.get("leaderElect", True)
         if not isinstance(elect, bool):
-            errs.append(_type_error("leaderElection.leaderElect", elect, "true or false"))
+            errs.append(type_error("leaderElection.leaderElect", elect, "true or false"))
         elif elect and le.get("resourceLock", "leases") != "leases":
-            errs.append(_invalid("leaderElection.resourceLock", le.get("resourceLock"), 'resourceLock value must be "leases"'))
+            errs.append(invalid("leaderElection.resourceLock", le.get("resourceLock"), 'resourceLock value must be "leases"'))
     cc = d.get("clientConnection")
     if cc is not None and not isinstance(cc, dict):
-        errs.append(_type_error("clientConnection", cc, "a mapping (a ClientConnectionConfiguration)"))
+        errs.append(type_error("clientConnection", cc, "a mapping (a ClientConnectionConfiguration)"))
     elif cc and "burst" in cc:
-        errs.extend(_int_errors("clientConnection.burst", cc["burst"], lo=0, hi=2**31 - 1, msg="must be non-negative"))
+        errs.extend(int_errors("clientConnection.burst", cc["burst"], lo=0, hi=2**31 - 1, msg="must be non-negative"))
     for k in ("enableProfiling", "enableContentionProfiling", "delayCacheUntilActive"):
         if k in d and not isinstance(d[k], bool):
-            errs.append(_type_error(k, d[k], "true or false"))
+            errs.append(type_error(k, d[k], "true or false"))
     for k in ("healthzBindAddress", "metricsBindAddress"):
         if d.get(k) is not None and not isinstance(d[k], str):
-            errs.append(_type_error(k, d[k], "a string"))
+            errs.append(type_error(k, d[k], "a string"))
     return errs
 
 
@@ -820,22 +552,22 @@ def _extender_errors(extenders: Any) -> list[str]:
     if extenders is None:
         return []
     if not isinstance(extenders, list):
-        return [_invalid("extenders", extenders, "must be a list")]
+        return [invalid("extenders", extenders, "must be a list")]
     errs = []
     binders = 0
     for i, e in enumerate(extenders):
         if not isinstance(e, dict):
-            errs.append(_invalid(f"extenders[{i}]", e, "must be a mapping"))
+            errs.append(invalid(f"extenders[{i}]", e, "must be a mapping"))
             continue
         w = e.get("weight", 0)
-        if not _is_int(w) or not -(2**63) <= w < 2**63:
-            errs.append(_type_error(f"extenders[{i}].weight", w, "an int64"))
+        if not is_int(w) or not -(2**63) <= w < 2**63:
+            errs.append(type_error(f"extenders[{i}].weight", w, "an int64"))
         elif e.get("prioritizeVerb") and w <= 0:
-            errs.append(_invalid(f"extenders[{i}].weight", w, "must have a positive weight applied to it"))
+            errs.append(invalid(f"extenders[{i}].weight", w, "must have a positive weight applied to it"))
         if e.get("bindVerb"):
             binders += 1
     if binders > 1:
-        errs.append(_invalid("extenders", f"found {binders} extenders implementing bind", "only one extender can implement bind"))
+        errs.append(invalid("extenders", f"found {binders} extenders implementing bind", "only one extender can implement bind"))
     return errs
 
 
@@ -863,17 +595,9 @@ def _merge_plugin_set(defaults: list[tuple[str, int | None]], custom: Mapping[st
     return out, disabled
 
 
-def _terms_with_weights(raw: Any, path: str) -> tuple[tuple[int, NodeSelectorTerm], ...]:
-    out = []
-    for i, p in enumerate(raw or []):
-        (term,) = parse_node_selector_terms([p.get("preference") or {}], field=f"{path}[{i}].preference")
-        out.append((int(p["weight"]), term))
-    return tuple(out)
-
-
-def _profile_from_dict(prof: Mapping[str, Any], *, global_pct: int | None, path: str) -> Profile:
+def _profile_from_dict(prof: Mapping[str, Any], *, global_pct: int | None, path: str, registry: Registry = DEFAULT_REGISTRY) -> Profile:
     plugins = prof.get("plugins") or {}
-    multi, multi_disabled = _merge_plugin_set(list(DEFAULT_MULTIPOINT), plugins.get("multiPoint"))
+    multi, multi_disabled = _merge_plugin_set(list(registry.default_multipoint), plugins.get(MULTI_POINT))
 
     def expand(point: str) -> list[tuple[str, int | None]]:
         ps = plugins.get(point) or {}
@@ -882,87 +606,44 @@ def _profile_from_dict(prof: Mapping[str, Any], *, global_pct: int | None, path:
         if "*" in disabled:
             return specific
         names = {n for n, _ in specific}
-        return specific + [(n, w) for n, w in multi if point in PLUGIN_EXTENSIONS.get(n, ()) and n not in disabled and n not in names]
+        return specific + [(n, w) for n, w in multi if point in registry.extensions.get(n, ()) and n not in disabled and n not in names]
 
     weights: dict[str, int] = {}
     for n, w in expand("score"):
         # VolumeBinding also scores, but its PreScore skips every pod without volume claims,
         # which is every pod of the testbed, so it never contributes.
-        if n in weights or n not in DEFAULT_SCORE_WEIGHTS:
+        if n in weights or n not in registry.default_weights:
             continue
         weights[n] = 1 if not w else int(w)
     overflow = total_weight_error(weights)
     if overflow is not None:
         raise ConfigError(overflow, field=f"{path}.plugins.score")
     filters = {n for n, _ in expand("filter")}
-    args: dict[str, Any] = {}
+    plugin_args = []
     other = []
     for pc in prof.get("pluginConfig") or []:
-        a = pc.get("args") or {}
-        if pc["name"] in ("NodeResourcesFit", "NodeResourcesBalancedAllocation", "InterPodAffinity", "NodeAffinity", "PodTopologySpread"):
-            args[pc["name"]] = a
+        name, raw = pc["name"], pc.get("args") or {}
+        if registry.has_args(name):
+            plugin_args.append((name, registry.plugin(name).decode_args(raw, f"{path}.pluginConfig.{name}.args")))
         else:
-            other.append((pc["name"], json.dumps(a, sort_keys=True)))
-    fit = FitArgs()
-    fa = args.get("NodeResourcesFit", {})
-    st = fa.get("scoringStrategy")
-    if st is not None:
-        res = tuple((r["name"], int(r.get("weight") or 1)) for r in st.get("resources") or []) or DEFAULT_RESOURCES
-        shape: tuple[tuple[int, int], ...] = ()
-        if st.get("type") == "RequestedToCapacityRatio":
-            shape = tuple((int(p.get("utilization", 0)), int(p.get("score", 0))) for p in (st.get("requestedToCapacityRatio") or {}).get("shape") or [])
-        fit = FitArgs(strategy=st.get("type"), resources=res, shape=shape)
-    fit = replace(fit, ignored_resources=tuple(fa.get("ignoredResources") or ()), ignored_resource_groups=tuple(fa.get("ignoredResourceGroups") or ()))
-    ba = args.get("NodeResourcesBalancedAllocation", {})
-    balanced = BalancedAllocationArgs(tuple((r["name"], int(r.get("weight") or 1)) for r in ba.get("resources") or []) or DEFAULT_RESOURCES)
-    ia = args.get("InterPodAffinity", {})
-    ipa = InterPodAffinityArgs(
-        hard_pod_affinity_weight=int(ia.get("hardPodAffinityWeight", 1)),
-        ignore_preferred_terms_of_existing_pods=bool(ia.get("ignorePreferredTermsOfExistingPods", False)),
-    )
-    nd = (args.get("NodeAffinity", {}) or {}).get("addedAffinity") or {}
-    ap = f"{path}.pluginConfig.NodeAffinity.args.addedAffinity"
-    req = nd.get("requiredDuringSchedulingIgnoredDuringExecution")
-    naf = NodeAffinityArgs(
-        added_required=None if req is None else parse_node_selector_terms(req.get("nodeSelectorTerms"), field=f"{ap}.requiredDuringSchedulingIgnoredDuringExecution"),
-        added_preferred=_terms_with_weights(nd.get("preferredDuringSchedulingIgnoredDuringExecution"), f"{ap}.preferredDuringSchedulingIgnoredDuringExecution"),
-    )
-    ta = args.get("PodTopologySpread", {})
-    tsa = PodTopologySpreadArgs(
-        defaulting_type=ta.get("defaultingType") or "System",
-        default_constraints=tuple(
-            SpreadConstraint(
-                max_skew=int(c["maxSkew"]),
-                topology_key=c["topologyKey"],
-                when_unsatisfiable=c["whenUnsatisfiable"],
-                selector=None,
-                node_affinity_policy=c.get("nodeAffinityPolicy") or "Honor",
-                node_taints_policy=c.get("nodeTaintsPolicy") or "Ignore",
-            )
-            for c in ta.get("defaultConstraints") or []
-        ),
-    )
+            other.append((name, json.dumps(raw, sort_keys=True)))
     pct = prof.get("percentageOfNodesToScore")
     if pct is None:
         pct = global_pct
     return Profile(
         scheduler_name=prof.get("schedulerName", DEFAULT_SCHEDULER_NAME),
-        score_weights=tuple((n, weights[n]) for n in SCORE_PLUGINS if n in weights),
+        score_weights=tuple((n, weights[n]) for n in registry.score_plugins if n in weights),
         filters=tuple(n for n in FILTER_PLUGINS if n in filters),
-        fit=fit,
-        balanced_allocation=balanced,
-        inter_pod_affinity=ipa,
-        node_affinity=naf,
-        topology_spread=tsa,
+        plugin_args=tuple(plugin_args),
         percentage_of_nodes_to_score=pct,
         multipoint_disabled=tuple(sorted(multi_disabled)),
         other_plugin_config=tuple(other),
     )
 
 
-def parse_config(d: Any, *, file: str | Path = "<config>") -> SchedulerConfig:
+def parse_config(d: Any, *, file: str | Path = "<config>", registry: Registry = DEFAULT_REGISTRY) -> SchedulerConfig:
     """A validated configuration, upstream defaults applied. Raises ConfigError naming the field."""
-    errs = validate_config_dict(d)
+    errs = validate_config_dict(d, registry=registry)
     if errs:
         first = errs[0]
         fld, _, msg = first.partition(": ")
@@ -970,7 +651,7 @@ def parse_config(d: Any, *, file: str | Path = "<config>") -> SchedulerConfig:
         raise ConfigError(msg + more, file=file, field=fld)
     profiles = d.get("profiles") or [{"schedulerName": DEFAULT_SCHEDULER_NAME}]
     pct = d.get("percentageOfNodesToScore")
-    parsed = tuple(_profile_from_dict(p, global_pct=pct, path=f"profiles[{i}]") for i, p in enumerate(profiles))
+    parsed = tuple(_profile_from_dict(p, global_pct=pct, path=f"profiles[{i}]", registry=registry) for i, p in enumerate(profiles))
     extra = tuple(
         (k, json.dumps(v, sort_keys=True))
         for k, v in d.items()
@@ -1004,19 +685,7 @@ def load_config(path: str | Path) -> SchedulerConfig:
 # --- writing --------------------------------------------------------------------------------------
 
 
-def _fit_args_dict(fit: FitArgs) -> dict[str, Any]:
-    st: dict[str, Any] = {"type": fit.strategy, "resources": [{"name": n, "weight": w} for n, w in fit.resources]}
-    if fit.strategy == "RequestedToCapacityRatio":
-        st["requestedToCapacityRatio"] = {"shape": [{"utilization": u, "score": s} for u, s in fit.shape]}
-    out: dict[str, Any] = {"scoringStrategy": st}
-    if fit.ignored_resources:
-        out["ignoredResources"] = list(fit.ignored_resources)
-    if fit.ignored_resource_groups:
-        out["ignoredResourceGroups"] = list(fit.ignored_resource_groups)
-    return out
-
-
-def _profile_to_dict(p: Profile) -> dict[str, Any]:
+def _profile_to_dict(p: Profile, registry: Registry = DEFAULT_REGISTRY) -> dict[str, Any]:
     out: dict[str, Any] = {"schedulerName": p.scheduler_name}
     if p.percentage_of_nodes_to_score is not None:
         out["percentageOfNodesToScore"] = p.percentage_of_nodes_to_score
@@ -1024,9 +693,9 @@ def _profile_to_dict(p: Profile) -> dict[str, Any]:
     if p.multipoint_disabled:
         plugins["multiPoint"] = {"disabled": [{"name": n} for n in p.multipoint_disabled]}
     gone = set(p.multipoint_disabled)
-    if p.score_weights != default_profile().score_weights or gone:
+    if p.score_weights != tuple(registry.default_weights.items()) or gone:
         score: dict[str, Any] = {"enabled": [{"name": n, "weight": w} for n, w in p.score_weights]}
-        dis = [n for n in SCORE_PLUGINS if p.weight(n) is None and n not in gone and "*" not in gone]
+        dis = [n for n in registry.score_plugins if p.weight(n) is None and n not in gone and "*" not in gone]
         if dis:
             score["disabled"] = [{"name": n} for n in dis]
         plugins["score"] = score
@@ -1035,43 +704,19 @@ def _profile_to_dict(p: Profile) -> dict[str, Any]:
         plugins["filter"] = {"disabled": [{"name": n} for n in fdis]}
     if plugins:
         out["plugins"] = plugins
-    pcs: list[dict[str, Any]] = [{"name": "NodeResourcesFit", "args": _fit_args_dict(p.fit)}]
-    if p.balanced_allocation != BalancedAllocationArgs():
-        pcs.append({"name": "NodeResourcesBalancedAllocation", "args": {"resources": [{"name": n, "weight": w} for n, w in p.balanced_allocation.resources]}})
-    if p.inter_pod_affinity != InterPodAffinityArgs():
-        pcs.append(
-            {
-                "name": "InterPodAffinity",
-                "args": {
-                    "hardPodAffinityWeight": p.inter_pod_affinity.hard_pod_affinity_weight,
-                    "ignorePreferredTermsOfExistingPods": p.inter_pod_affinity.ignore_preferred_terms_of_existing_pods,
-                },
-            }
-        )
-    if p.node_affinity != NodeAffinityArgs():
-        added: dict[str, Any] = {}
-        if p.node_affinity.added_required is not None:
-            added["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": node_selector_terms_to_list(p.node_affinity.added_required)}
-        if p.node_affinity.added_preferred:
-            added["preferredDuringSchedulingIgnoredDuringExecution"] = [
-                {"weight": w, "preference": node_selector_terms_to_list((t,))[0]} for w, t in p.node_affinity.added_preferred
-            ]
-        pcs.append({"name": "NodeAffinity", "args": {"addedAffinity": added}})
-    if p.topology_spread != PodTopologySpreadArgs():
-        ts: dict[str, Any] = {"defaultingType": p.topology_spread.defaulting_type}
-        if p.topology_spread.default_constraints:
-            ts["defaultConstraints"] = [
-                {"maxSkew": c.max_skew, "topologyKey": c.topology_key, "whenUnsatisfiable": c.when_unsatisfiable}
-                for c in p.topology_spread.default_constraints
-            ]
-        pcs.append({"name": "PodTopologySpread", "args": ts})
+    pcs: list[dict[str, Any]] = []
+    for name in registry.score_plugins:
+        if registry.has_args(name):
+            args = registry.plugin(name).encode_args(p.args(name, registry))
+            if args is not None:
+                pcs.append({"name": name, "args": args})
     for name, raw in p.other_plugin_config:
         pcs.append({"name": name, "args": json.loads(raw)})
     out["pluginConfig"] = pcs
     return out
 
 
-def config_to_dict(cfg: SchedulerConfig) -> dict[str, Any]:
+def config_to_dict(cfg: SchedulerConfig, *, registry: Registry = DEFAULT_REGISTRY) -> dict[str, Any]:
     """A complete ``KubeSchedulerConfiguration`` document; parsing it gives ``cfg`` back."""
     out: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND}
     if cfg.percentage_of_nodes_to_score is not None:
@@ -1084,7 +729,7 @@ def config_to_dict(cfg: SchedulerConfig) -> dict[str, Any]:
         out["podMaxBackoffSeconds"] = cfg.pod_max_backoff_seconds
     for k, v in cfg.extra:
         out[k] = json.loads(v)
-    out["profiles"] = [_profile_to_dict(p) for p in cfg.profiles]
+    out["profiles"] = [_profile_to_dict(p, registry) for p in cfg.profiles]
     return copy.deepcopy(out)
 
 

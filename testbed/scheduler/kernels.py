@@ -1,30 +1,29 @@
-"""Compiled (numba) kernels of the hottest score formulas, for the scheduler's fast path.
+"""Compiled (numba) kernels: the one implementation of every score formula on the hot path.
 
-They compute exactly what the reference functions in :mod:`testbed.scheduler.scoring` compute
-(same integer truncations, same float64 operations in the same order; a property test checks
-them against each other), but in one pass over the scored nodes, gathering by node index inside
-the loop instead of materialising fancy-indexed copies. Upstream sources are cited in
-:mod:`testbed.scheduler.scoring`.
-
-If numba cannot be imported the scheduler falls back to the reference functions.
+Each kernel computes, in one pass over the scored nodes ``idx`` (gathering by node index inside
+the loop instead of materialising fancy-indexed copies), exactly what the readable reference in
+:mod:`testbed.scheduler.reference` computes: the same integer truncations and the same float64
+operations in the same order. The reference is only the test oracle (``test_sched_kernels.py``
+checks every kernel against it); the plugins under :mod:`testbed.scheduler.plugins` call these.
+numba is a required dependency. Upstream sources are cited in :mod:`testbed.scheduler.reference`
+and in each plugin module.
 """
 
 from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
-try:  # pragma: no cover - exercised implicitly
-    import numba
+_jit = numba.njit(cache=True, nogil=True)
 
-    _jit = numba.njit(cache=True, nogil=True)
-    AVAILABLE = True
-except ImportError:  # pragma: no cover
-    AVAILABLE = False
 
-    def _jit(f):  # type: ignore[no-redef]
-        return f
+@_jit
+def _div_trunc(a, b):
+    """Go's int64 ``/``: truncation toward zero (numba's ``//`` floors)."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
 
 
 @_jit
@@ -58,6 +57,44 @@ def fit_scores(nonzero, alloc, rows, idx, pod, skip, weights, most):  # noqa: PL
             num += s * weights[r]
             wsum += weights[r]
         out[k] = num // wsum if wsum > 0 else 0
+    return out
+
+
+@_jit
+def rtcr_scores(nonzero, alloc, rows, idx, pod, skip, weights, shape_u, shape_s):  # noqa: PLR0913
+    """RequestedToCapacityRatio over nodes ``idx``; arguments as :func:`fit_scores`, and the shape
+    already scaled to 0..100 (``shape_u`` utilizations, ``shape_s`` scores). Per resource the
+    utilization ``req*100/cap`` (100 over capacity) through the broken-linear shape; the resources
+    with a positive score enter the weighted mean, rounded half away from zero."""
+    m = idx.shape[0]
+    out = np.empty(m, dtype=np.int64)
+    nres = rows.shape[0]
+    npts = shape_u.shape[0]
+    for k in range(m):
+        j = idx[k]
+        total = 0
+        wsum = 0
+        for r in range(nres):
+            row = rows[r]
+            if row < 0 or skip[r]:
+                continue
+            cap = alloc[row, j]
+            if cap == 0:
+                continue
+            req = nonzero[row, j] + pod[r]
+            util = 100 if req > cap else (req * 100) // cap
+            s = shape_s[npts - 1]
+            for i in range(npts):
+                if util <= shape_u[i]:
+                    if i == 0:
+                        s = shape_s[0]
+                    else:
+                        s = shape_s[i - 1] + _div_trunc((shape_s[i] - shape_s[i - 1]) * (util - shape_u[i - 1]), shape_u[i] - shape_u[i - 1])
+                    break
+            if s > 0:
+                total += s * weights[r]
+                wsum += weights[r]
+        out[k] = np.int64(math.floor(float(total) / float(wsum) + 0.5)) if wsum > 0 else 0
     return out
 
 

@@ -9,9 +9,8 @@ import pytest
 from testbed.errors import ConfigError, TestbedError
 from testbed.scheduler.builders import make_node, make_pod
 from testbed.scheduler.config import default_profile, profile_from_weights
-from testbed.scheduler.framework import Scheduler
+from testbed.scheduler.framework import Scheduler, num_feasible_nodes_to_find
 from testbed.scheduler.objects import DEFAULT_MEMORY_REQUEST, pod_from_k8s, quantity_value
-from testbed.scheduler.scoring import num_feasible_nodes_to_find
 
 
 def feasible(nodes, pod, existing=()):

@@ -8,8 +8,6 @@ nodes passed to PreScore as filtered nodes (the others only hold pods).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from testbed.scheduler.builders import exists, label_in, make_node, make_pod, pod_obj, weighted_term
@@ -256,7 +254,7 @@ def _mnode(name, milli, mem, ext=None):
 
 
 def _bal(resources):
-    return replace(default_profile(), balanced_allocation=BalancedAllocationArgs(tuple(resources)))
+    return default_profile().with_args("NodeResourcesBalancedAllocation", BalancedAllocationArgs(tuple(resources)))
 
 
 BAL2 = [("cpu", 1), ("memory", 1)]

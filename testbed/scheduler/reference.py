@@ -1,4 +1,6 @@
-"""The score formulas of kube-scheduler's default plugins, as pure functions over node arrays.
+"""The score formulas of kube-scheduler's default plugins, as readable pure numpy functions: the
+test oracle the compiled kernels (:mod:`testbed.scheduler.kernels`) are checked against. The
+scheduler never calls them; its one implementation of each formula is the kernel.
 
 Each function takes numpy arrays (one column per node) and returns int64 scores, reproducing
 upstream's integer arithmetic (Go's int64 division truncates toward zero) and float64 steps.
@@ -19,11 +21,6 @@ import numpy as np
 MAX_NODE_SCORE = 100  # staging/src/k8s.io/kube-scheduler/framework/interface.go
 MIN_NODE_SCORE = 0
 MAX_CUSTOM_PRIORITY_SCORE = 10  # pkg/scheduler/apis/config/types.go
-MIN_FEASIBLE_NODES_TO_FIND = 100  # pkg/scheduler/schedule_one.go
-MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5  # pkg/scheduler/schedule_one.go
-MB = 1024 * 1024
-IMAGE_MIN_THRESHOLD = 23 * MB  # plugins/imagelocality/image_locality.go
-IMAGE_MAX_CONTAINER_THRESHOLD = 1000 * MB  # plugins/imagelocality/image_locality.go
 
 
 def div_trunc(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
@@ -133,48 +130,17 @@ def balanced_allocation(
     requested_without_pod: np.ndarray,
     allocatable: np.ndarray,
     *,
-    kube_version: str = "1.36",
+    change: bool = True,
 ) -> np.ndarray:
     """NodeResourcesBalancedAllocation. Up to v1.35 the score is the balance with the pod placed.
-    From v1.36 (kubernetes/kubernetes#135573, "consider the change to the node's balance") it is
-    ``50 + (50 + S_with - S_without) / 2``: 75 means the pod leaves the balance unchanged."""
+    From v1.36 (``change``; kubernetes/kubernetes#135573, "consider the change to the node's
+    balance") it is ``50 + (50 + S_with - S_without) / 2``: 75 means the pod leaves the balance
+    unchanged."""
     with_pod = balance_score(requested_with_pod, allocatable)
-    if not uses_balance_change(kube_version):
+    if not change:
         return with_pod
     half = MAX_NODE_SCORE // 2
     return half + div_trunc(half + with_pod - balance_score(requested_without_pod, allocatable), 2)
-
-
-def uses_balance_change(kube_version: str) -> bool:
-    """True for the v1.36+ BalancedAllocation formula."""
-    major, minor = parse_kube_version(kube_version)
-    return (major, minor) >= (1, 36)
-
-
-def parse_kube_version(kube_version: str) -> tuple[int, int]:
-    v = str(kube_version).lstrip("v")
-    parts = v.split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        raise ValueError(f"kube version {kube_version!r} is not MAJOR.MINOR (for example 1.35 or 1.36)") from None
-
-
-def scaled_image_score(size_bytes: int, num_nodes_with_image: int, total_num_nodes: int) -> int:
-    """``imagelocality/image_locality.go`` (``scaledImageScore``): size times the image's spread."""
-    spread = float(num_nodes_with_image) / float(total_num_nodes)
-    return int(float(size_bytes) * spread)
-
-
-def image_locality(sum_scores: np.ndarray, num_containers: int) -> np.ndarray:
-    """``imagelocality/image_locality.go`` (``calculatePriority``): the sum of scaled image
-    sizes clamped to [23Mi, 1000Mi x containers], mapped linearly to 0..100."""
-    max_threshold = IMAGE_MAX_CONTAINER_THRESHOLD * num_containers
-    s = np.clip(np.asarray(sum_scores, dtype=np.int64), IMAGE_MIN_THRESHOLD, max(max_threshold, IMAGE_MIN_THRESHOLD))
-    span = max_threshold - IMAGE_MIN_THRESHOLD
-    if span <= 0:
-        return np.zeros(s.shape, dtype=np.int64)
-    return (MAX_NODE_SCORE * (s - IMAGE_MIN_THRESHOLD) // span).astype(np.int64)
 
 
 def default_normalize(scores: np.ndarray, *, reverse: bool = False) -> np.ndarray:
@@ -229,17 +195,52 @@ def topology_spread_normalize(scores: np.ndarray, ignored: np.ndarray | None = N
     return np.where(keep, div_trunc(MAX_NODE_SCORE * (hi + lo - s), hi), 0).astype(np.int64)
 
 
-def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int | None) -> int:
-    """``schedule_one.go`` (``numFeasibleNodesToFind``): all nodes below 100; otherwise the given
-    percentage (0 or unset = adaptive ``50 - N/125``, at least 5%) of N, but at least 100."""
-    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
-        return num_all_nodes
-    p = int(percentage or 0)
-    if p >= 100:
-        return num_all_nodes
-    if p == 0:
-        p = 50 - num_all_nodes // 125
-        if p < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
-            p = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
-    n = num_all_nodes * p // 100
-    return max(n, MIN_FEASIBLE_NODES_TO_FIND)
+def topology_spread_scores(sel, sids, has, dom, ndom, host, skews, elig, idx, require_all) -> np.ndarray:  # noqa: PLR0913
+    """``podtopologyspread/scoring.go`` over the candidates ``idx``, with the arguments of
+    :func:`kernels.spread_scores`: nodes lacking a topology key are ignored when
+    ``require_all``; per constraint, the matching pods counted on the node itself (hostname) or
+    per domain over the eligible nodes, times ``ln(domains among the kept candidates + 2)``, plus
+    ``maxSkew - 1``; rounded, then normalised."""
+    ignored = np.zeros(len(idx), dtype=bool)
+    if require_all:
+        for c in range(len(sids)):
+            ignored |= ~has[c, idx]
+    keep = idx[~ignored]
+    total = np.zeros(len(idx), dtype=np.float64)
+    for c, sid in enumerate(sids):
+        counts = sel[sid]
+        if host[c]:
+            size = len(keep)
+            cnt = counts[idx]
+        else:
+            present = np.zeros(ndom[c], dtype=bool)
+            present[dom[c, keep]] = True
+            size = int(present.sum())
+            per_dom = np.bincount(dom[c, elig[c]], weights=counts[elig[c]], minlength=ndom[c])
+            cnt = per_dom[dom[c, idx]]
+        total += np.where(has[c, idx], cnt * topology_normalizing_weight(size) + float(skews[c] - 1), 0.0)
+    raw = np.where(ignored, 0, go_round(total))
+    return topology_spread_normalize(raw, ignored)
+
+
+def inter_pod_affinity_scores(sel, tmpl, src_ok, key_has, key_dom, key_ndom, key_unique, part_key, part_src, part_row, part_coef, idx):  # noqa: PLR0913
+    """``interpodaffinity/scoring.go`` over the candidates ``idx``, with the arguments of
+    :func:`kernels.ipa_scores`: per topology key, the coefficient-weighted counts of matching
+    pods on labelled nodes summed per domain (per node when every value is unique), then
+    :func:`inter_pod_affinity_normalize`. Returns the scores and whether any term matched a pod."""
+    raw = np.zeros(len(idx), dtype=np.int64)
+    any_entry = False
+    n = sel.shape[1]
+    for k in range(len(key_has)):
+        src = key_has[k] & src_ok
+        vec = np.zeros(n, dtype=np.int64)
+        for p in np.flatnonzero(part_key == k):
+            c = (sel[part_row[p]] if part_src[p] == 0 else tmpl[part_row[p]]) * src
+            any_entry = any_entry or bool(c.any())
+            vec += part_coef[p] * c
+        if key_unique[k]:
+            raw += np.where(key_has[k, idx], vec[idx], 0)
+        else:
+            per_dom = np.bincount(key_dom[k], weights=vec, minlength=key_ndom[k]).astype(np.int64)
+            raw += np.where(key_has[k, idx], per_dom[key_dom[k, idx]], 0)
+    return inter_pod_affinity_normalize(raw), any_entry
