@@ -564,8 +564,12 @@ class Scheduler:
             return None
         if len(idx) == 1:
             return int(idx[0])
-        scores, _ = self._plugin_scores(p, idx)
-        return self._pick(idx, self._totals(scores, len(idx)))
+        # the weighted sum, without building the per-plugin detail score() reports
+        total = np.zeros(len(idx), dtype=np.int64)
+        for _, plugin, w, state in p.scorers:
+            if state is not None and (s := plugin.score(self, state, idx)) is not None:
+                total += w * s
+        return self._pick(idx, total)
 
     def plugin_scores(self, pod: Pod, candidates: Sequence[int] | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
         """Normalised scores of each enabled plugin over ``candidates`` (node indices; all nodes
