@@ -136,26 +136,14 @@ class Profile:
         """This profile with ``plugin``'s args replaced."""
         return replace(self, plugin_args=(*((n, a) for n, a in self.plugin_args if n != plugin), (plugin, args)))
 
-    # the modelled plugins' args by their old field names, for the callers that read them
+    # the args the filters also read, by their old field names (sim, local and agent code use them)
     @property
     def fit(self) -> FitArgs:
         return self.args("NodeResourcesFit")
 
     @property
-    def balanced_allocation(self) -> BalancedAllocationArgs:
-        return self.args("NodeResourcesBalancedAllocation")
-
-    @property
-    def inter_pod_affinity(self) -> InterPodAffinityArgs:
-        return self.args("InterPodAffinity")
-
-    @property
     def node_affinity(self) -> NodeAffinityArgs:
         return self.args("NodeAffinity")
-
-    @property
-    def topology_spread(self) -> PodTopologySpreadArgs:
-        return self.args("PodTopologySpread")
 
     @property
     def disabled(self) -> tuple[str, ...]:

@@ -26,16 +26,26 @@ def _div_trunc(a, b):
     return q if (a < 0) == (b < 0) else -q
 
 
+#: NodeResourcesFit scoring strategies, as :func:`fit_scores` takes them
+LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO = 0, 1, 2
+
+
 @_jit
-def fit_scores(nonzero, alloc, rows, idx, pod, skip, weights, most):  # noqa: PLR0913
-    """LeastAllocated (``most`` False) / MostAllocated (True) over nodes ``idx``.
+def fit_scores(nonzero, alloc, rows, idx, pod, skip, weights, strategy, shape_u, shape_s):  # noqa: PLR0913
+    """NodeResourcesFit over nodes ``idx`` with ``strategy`` (one of the constants above).
 
     ``nonzero`` / ``alloc``: (R_all, N) node arrays; ``rows``: the configured resources' rows (-1
     for a resource no node has); ``pod``: the pod's request per configured resource; ``skip``:
-    resources bypassed for this pod (scalars it does not request)."""
+    resources bypassed for this pod (scalars it does not request). Per resource: LeastAllocated
+    ``(cap-req)*100/cap`` (0 over capacity), MostAllocated ``min(req,cap)*100/cap``, both
+    averaged with the weights and truncated; RequestedToCapacityRatio puts the utilization
+    ``req*100/cap`` (100 over capacity) through the broken-linear shape (``shape_u``
+    utilizations, ``shape_s`` scores already scaled to 0..100) and averages the resources with a
+    positive score, rounded half away from zero."""
     m = idx.shape[0]
     out = np.empty(m, dtype=np.int64)
     nres = rows.shape[0]
+    npts = shape_u.shape[0]
     for k in range(m):
         j = idx[k]
         num = 0
@@ -48,53 +58,30 @@ def fit_scores(nonzero, alloc, rows, idx, pod, skip, weights, most):  # noqa: PL
             if cap == 0:
                 continue
             req = nonzero[row, j] + pod[r]
-            if most:
+            if strategy == MOST_ALLOCATED:
                 s = (min(req, cap) * 100) // cap
-            elif req > cap:
-                s = 0
+            elif strategy == LEAST_ALLOCATED:
+                s = 0 if req > cap else ((cap - req) * 100) // cap
             else:
-                s = ((cap - req) * 100) // cap
+                util = 100 if req > cap else (req * 100) // cap
+                s = shape_s[npts - 1]
+                for i in range(npts):
+                    if util <= shape_u[i]:
+                        if i == 0:
+                            s = shape_s[0]
+                        else:
+                            s = shape_s[i - 1] + _div_trunc((shape_s[i] - shape_s[i - 1]) * (util - shape_u[i - 1]), shape_u[i] - shape_u[i - 1])
+                        break
+                if s <= 0:
+                    continue
             num += s * weights[r]
             wsum += weights[r]
-        out[k] = num // wsum if wsum > 0 else 0
-    return out
-
-
-@_jit
-def rtcr_scores(nonzero, alloc, rows, idx, pod, skip, weights, shape_u, shape_s):  # noqa: PLR0913
-    """RequestedToCapacityRatio over nodes ``idx``; arguments as :func:`fit_scores`, and the shape
-    already scaled to 0..100 (``shape_u`` utilizations, ``shape_s`` scores). Per resource the
-    utilization ``req*100/cap`` (100 over capacity) through the broken-linear shape; the resources
-    with a positive score enter the weighted mean, rounded half away from zero."""
-    m = idx.shape[0]
-    out = np.empty(m, dtype=np.int64)
-    nres = rows.shape[0]
-    npts = shape_u.shape[0]
-    for k in range(m):
-        j = idx[k]
-        total = 0
-        wsum = 0
-        for r in range(nres):
-            row = rows[r]
-            if row < 0 or skip[r]:
-                continue
-            cap = alloc[row, j]
-            if cap == 0:
-                continue
-            req = nonzero[row, j] + pod[r]
-            util = 100 if req > cap else (req * 100) // cap
-            s = shape_s[npts - 1]
-            for i in range(npts):
-                if util <= shape_u[i]:
-                    if i == 0:
-                        s = shape_s[0]
-                    else:
-                        s = shape_s[i - 1] + _div_trunc((shape_s[i] - shape_s[i - 1]) * (util - shape_u[i - 1]), shape_u[i] - shape_u[i - 1])
-                    break
-            if s > 0:
-                total += s * weights[r]
-                wsum += weights[r]
-        out[k] = np.int64(math.floor(float(total) / float(wsum) + 0.5)) if wsum > 0 else 0
+        if wsum == 0:
+            out[k] = 0
+        elif strategy == REQUESTED_TO_CAPACITY_RATIO:
+            out[k] = np.int64(math.floor(float(num) / float(wsum) + 0.5))
+        else:
+            out[k] = num // wsum
     return out
 
 

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from testbed.scheduler import kernels
 from testbed.scheduler.plugins.base import Cluster, ScorePlugin, Template
+from testbed.scheduler.plugins.helper import DefaultNormalized
 from testbed.scheduler.selectors import (
     NodeSelectorTerm,
     node_selector_terms_to_list,
@@ -41,12 +41,6 @@ def preferred_raw(c: Cluster, terms: tuple[tuple[int, NodeSelectorTerm], ...]) -
     for w, term in terms:
         raw += w * np.array([term.matches(node.name, node.labels) for node in c.nodes], dtype=np.int64)
     return raw
-
-
-@dataclass(frozen=True)
-class _State:
-    raw: np.ndarray
-    full: np.ndarray
 
 
 class NodeAffinity(ScorePlugin):
@@ -113,11 +107,11 @@ class NodeAffinity(ScorePlugin):
     def prepare(self, c: Cluster, t: Template) -> np.ndarray:
         return preferred_raw(c, t.pod.preferred_node_terms)
 
-    def pre_score(self, c: Cluster, t: Template, prepared: np.ndarray, args: NodeAffinityArgs) -> _State | None:
+    def pre_score(self, c: Cluster, t: Template, prepared: np.ndarray, args: NodeAffinityArgs) -> DefaultNormalized | None:
         if not t.pod.preferred_node_terms and not args.added_preferred:
             return None
         raw = prepared + c.memo((self.name, args.added_preferred), lambda: preferred_raw(c, args.added_preferred))
-        return _State(raw, kernels.default_normalize(raw, np.arange(c.n), False))
+        return DefaultNormalized.of(raw, reverse=False)
 
-    def score(self, c: Cluster, state: _State, idx: np.ndarray) -> np.ndarray:
-        return state.full if len(idx) == c.n else kernels.default_normalize(state.raw, idx, False)
+    def score(self, c: Cluster, state: DefaultNormalized, idx: np.ndarray) -> np.ndarray:
+        return state.over(idx)

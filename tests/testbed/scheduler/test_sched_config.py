@@ -34,8 +34,8 @@ def test_default_profile_has_upstream_weights():
     p = parse_config(cfg({"schedulerName": "default-scheduler"})).profile()
     assert profile_weights(p) == DEFAULT_SCORE_WEIGHTS
     assert p.fit.strategy == "LeastAllocated" and p.fit.resources == (("cpu", 1), ("memory", 1))
-    assert p.inter_pod_affinity.hard_pod_affinity_weight == 1
-    assert p.topology_spread.defaulting_type == "System"
+    assert p.args("InterPodAffinity").hard_pod_affinity_weight == 1
+    assert p.args("PodTopologySpread").defaulting_type == "System"
     assert sum(w for _, w in p.score_weights) * 100 == 1200
 
 

@@ -36,7 +36,8 @@ def _reference_inputs(alloc, req, pod, skip, idx):
 def test_fit_kernel_matches_reference(state, most):
     alloc, req, pod, skip, w, idx = state
     rows = np.arange(alloc.shape[0], dtype=np.int64)
-    got = kernels.fit_scores(req, alloc, rows, idx, pod, skip, w, most)
+    none = np.zeros(0, dtype=np.int64)
+    got = kernels.fit_scores(req, alloc, rows, idx, pod, skip, w, kernels.MOST_ALLOCATED if most else kernels.LEAST_ALLOCATED, none, none)
     a, with_pod, _ = _reference_inputs(alloc, req, pod, skip, idx)
     ref = (reference.most_allocated if most else reference.least_allocated)(with_pod, a, w)
     assert got.tolist() == ref.tolist()
@@ -85,7 +86,7 @@ def test_rtcr_kernel_matches_reference(state, shape):
     rows = np.arange(alloc.shape[0], dtype=np.int64)
     u = np.array([p for p, _ in shape], dtype=np.int64)
     sc = np.array([10 * q for _, q in shape], dtype=np.int64)
-    got = kernels.rtcr_scores(req, alloc, rows, idx, pod, skip, w, u, sc)
+    got = kernels.fit_scores(req, alloc, rows, idx, pod, skip, w, kernels.REQUESTED_TO_CAPACITY_RATIO, u, sc)
     a, with_pod, _ = _reference_inputs(alloc, req, pod, skip, idx)
     assert got.tolist() == reference.requested_to_capacity_ratio(with_pod, a, w, shape).tolist()
 
@@ -137,7 +138,8 @@ def test_ipa_kernel_matches_reference(topo):
 def _oracle(s, name, state, idx):
     """The reference formula of plugin ``name`` fed from the scheduler's PreScore ``state``."""
     if name in ("TaintToleration", "NodeAffinity"):
-        return reference.default_normalize(state.raw[idx], reverse=name == "TaintToleration")
+        assert state.reverse == (name == "TaintToleration")
+        return reference.default_normalize(state.raw[idx], reverse=state.reverse)
     if name in ("NodeResourcesFit", "NodeResourcesBalancedAllocation"):
         rows = np.where(state.rows >= 0, state.rows, 0)
         alloc = np.where(state.skip[:, None], 0, s.alloc[rows][:, idx])
@@ -145,10 +147,11 @@ def _oracle(s, name, state, idx):
             without = s.req_actual[rows][:, idx]
             return reference.balanced_allocation(without + state.pod[:, None], without, alloc, change=state.change)
         req = s.req_nonzero[rows][:, idx] + state.pod[:, None]
-        if state.shape_u is not None:
+        if state.strategy == kernels.REQUESTED_TO_CAPACITY_RATIO:
             shape = list(zip(state.shape_u.tolist(), (state.shape_s // 10).tolist(), strict=True))
             return reference.requested_to_capacity_ratio(req, alloc, state.weights, shape)
-        return (reference.most_allocated if state.most else reference.least_allocated)(req, alloc, state.weights)
+        most = state.strategy == kernels.MOST_ALLOCATED
+        return (reference.most_allocated if most else reference.least_allocated)(req, alloc, state.weights)
     if name == "PodTopologySpread":
         return reference.topology_spread_scores(s.selector_counts, *state[:7], idx, state[7])
     if name == "InterPodAffinity":
