@@ -8,6 +8,7 @@ Layout of an experiment directory::
                                reference runs; *.void-N for voided runs kept for inspection
     best-scheduler-config.yaml the applied profile as a KubeSchedulerConfiguration
     summary.json, summary.md, tuning-curve.png
+    restore.json               only after an abort: the profile re-applied and the state left
 
 Resume (``resume=True``) reads ``config.json`` and the log, replays the logged steps into a fresh
 tuner (each logged step is one ``suggest`` — to advance the tuner's state exactly as before — and
@@ -27,7 +28,11 @@ significant paired improvement counts (``confirmation.json``).
 
 At the end the best profile is applied — unless it is not better than the reference (or, with
 repeats, not *significantly* better), in which case the reference is applied: the loop never
-leaves a cluster on a profile worse than the default.
+leaves a cluster on a profile worse than the default. An experiment that stops early (any
+exception, SIGINT, SIGTERM) re-applies the reference — or the best, once ``finish`` applied it —
+on every backend before it exits (:func:`testbed.backend.restoring`) and records what it did in
+``restore.json`` (``why``, ``restored``, the state the scheduler was left in); a second signal
+during that restore aborts at once and says what the scheduler may still run.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ log = logging.getLogger(__name__)
 
 LOG_NAME = "experiment.jsonl"
 CONFIG_NAME = "config.json"
+RESTORE_NAME = "restore.json"
 BEST_CONFIG_NAME = "best-scheduler-config.yaml"
 DETERMINISTIC_BACKENDS = ("sim",)
 MAX_STEPS = 10_000
@@ -449,6 +455,8 @@ class Experiment:
         self.on_start = on_start
         self.on_step = on_step
         self.records: list[StepRecord] = []
+        self._applied: Any = None
+        """The profile ``finish`` applied (the fallback of an abort after it), else None."""
 
     # -- setup and resume ---------------------------------------------------------------------------
     def _prepare(self, resume: bool) -> None:
@@ -571,7 +579,27 @@ class Experiment:
 
     # -- the loop -----------------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> dict[str, Any]:
+        from testbed.backend import restoring
+
         self._prepare(resume)
+        with restoring(self.backend, self._fallback, on_restore=self._record_restore):
+            return self._loop()
+
+    def _fallback(self) -> Any:
+        return self._applied if self._applied is not None else self.codec.reference().to_profile()
+
+    def _record_restore(self, record: dict[str, Any]) -> None:
+        """Say, in the experiment directory and on the log, what an aborted experiment left behind."""
+        record = {**record, "at": time.time(), "steps_recorded": len(self.records)}
+        try:
+            write_atomic(self.out_dir / RESTORE_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        except OSError as err:
+            log.error("cannot write %s: %s", self.out_dir / RESTORE_NAME, err)
+        how = "restored" if record.get("restored") else "could NOT restore"
+        log.warning("experiment stopped (%s): %s the %s profile; %s", record.get("why"), how,
+                    "applied" if self._applied is not None else "reference", record.get("state"))
+
+    def _loop(self) -> dict[str, Any]:
         reference_action = self.codec.reference_action()
         for step in range(len(self.records), self.config.steps + 1):
             action = reference_action if step == 0 else self.tuner.suggest()
@@ -655,6 +683,7 @@ class Experiment:
         applied_setting = _setting(applied.setting)
         profile = applied_setting.to_profile()
         self.backend.apply(profile)
+        self._applied = profile
         write_atomic(self.out_dir / BEST_CONFIG_NAME, dump_config_yaml(config_for_profile(profile)))
         if confirmation is not None:
             call = confirmation["verdict"]

@@ -14,8 +14,14 @@ with what it already had (``sim`` applies the default profile then, and records 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from loadgen.results import RunResult
@@ -39,3 +45,59 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release everything the backend started."""
+
+
+def restore(backend: Backend, profile: Profile, *, why: str) -> dict[str, Any]:
+    """Put ``backend`` back on ``profile`` after an aborted experiment and say what state it is
+    in. Never raises: the record says ``restored`` true or false (with the error). A backend with
+    its own ``restore(profile, why=...)`` (``kube``: it knows the configuration hash) does it."""
+    own = getattr(backend, "restore", None)
+    if callable(own):
+        return dict(own(profile, why=why))
+    record: dict[str, Any] = {"why": why, "profile": profile.scheduler_name}
+    try:
+        backend.apply(profile)
+    except Exception as err:  # noqa: BLE001 - the record carries it; the abort's own error wins
+        record.update(restored=False, error=str(err), state="the scheduler may still run the last candidate profile")
+    else:
+        record.update(restored=True, state="the scheduler runs the restored profile")
+    return record
+
+
+@contextlib.contextmanager
+def restoring(backend: Backend, fallback: Callable[[], Profile], *,
+              on_restore: Callable[[dict[str, Any]], None] | None = None,
+              state: Callable[[], str] = lambda: "the scheduler may still run the last candidate profile",
+              ) -> Iterator[None]:
+    """Never leave a cluster on a candidate profile: on any exception, SIGINT or SIGTERM inside
+    the block, :func:`restore` ``fallback()`` (called then, so it can return the confirmed best
+    once one was applied), hand the record to ``on_restore`` and re-raise. SIGTERM is turned into
+    the same KeyboardInterrupt as SIGINT so the restore runs; a second signal while restoring
+    aborts at once (exit 128 + signal) after printing ``state()``. Handlers are installed only in
+    the main thread, and the previous ones come back afterwards."""
+    previous: dict[int, Any] = {}
+    busy = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if busy.is_set():
+            print(f"scoretune: {name} again: aborting the restore; {state()}", file=sys.stderr, flush=True)
+            os._exit(128 + signum)
+        raise KeyboardInterrupt(name)
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    except BaseException as err:
+        busy.set()
+        why = f"aborted by {err}" if isinstance(err, KeyboardInterrupt) and str(err) else \
+            f"aborted by {type(err).__name__}: {err}"
+        record = restore(backend, fallback(), why=why)
+        if on_restore is not None:
+            on_restore(record)
+        raise
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

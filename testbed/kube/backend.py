@@ -34,12 +34,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import signal
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -667,38 +664,13 @@ class KubeBackend:
         self.last_restore = record
         return record
 
-    @contextlib.contextmanager
-    def restoring(self, fallback: Callable[[], Profile]) -> Iterator[None]:
-        """Never leave the cluster on a candidate profile: on any exception, SIGINT or SIGTERM
-        inside the block, :meth:`restore` ``fallback()`` (called then, so it can return the
-        confirmed best once one was applied) and re-raise. A second signal while restoring aborts
-        at once (exit 130/143) after printing what state the cluster was left in. Signal handlers
-        are only installed in the main thread, and the previous ones come back afterwards."""
-        previous: dict[int, Any] = {}
-        restoring = threading.Event()
+    def restoring(self, fallback: Callable[[], Profile]) -> contextlib.AbstractContextManager[None]:
+        """:func:`testbed.backend.restoring` for this cluster: a second signal while restoring
+        names the configuration the scheduler may still run."""
+        from testbed.backend import restoring
 
-        def handler(signum: int, frame: Any) -> None:
-            name = signal.Signals(signum).name
-            if restoring.is_set():
-                print(f"scoretune: {name} again: aborting the restore; the scheduler may still run configuration "
-                      f"{self._digest or 'unknown'} (kube status shows it)", file=sys.stderr, flush=True)
-                os._exit(128 + signum)
-            raise KeyboardInterrupt(name)
-
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                previous[sig] = signal.signal(sig, handler)
-        try:
-            yield
-        except BaseException as err:
-            restoring.set()
-            why = f"aborted by {err}" if isinstance(err, KeyboardInterrupt) and str(err) else \
-                f"aborted by {type(err).__name__}: {err}"
-            self.restore(fallback(), why=why)
-            raise
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
+        return restoring(self, fallback, state=lambda: f"the scheduler may still run configuration "
+                                                       f"{self._digest or 'unknown'} (kube status shows it)")
 
     def _write(self, text: str | None, digest: str | None) -> None:
         s = self.settings
