@@ -26,26 +26,44 @@ def _div_trunc(a, b):
     return q if (a < 0) == (b < 0) else -q
 
 
-#: NodeResourcesFit scoring strategies, as :func:`fit_scores` takes them
-LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO = 0, 1, 2
+@_jit
+def shape_table(shape_u, shape_s):
+    """RequestedToCapacityRatio's shape (``helper/shape_score.go``, ``BuildBrokenLinearFunction``)
+    at every utilization 0..100: the first point's score at or below its utilization, the last
+    point's beyond, linear in between with int64 truncation. ``shape_s`` is already scaled to
+    0..100. A table, so that :func:`fit_scores` looks a score up instead of walking the shape."""
+    table = np.empty(101, dtype=np.int64)
+    npts = shape_u.shape[0]
+    for util in range(101):
+        s = shape_s[npts - 1]
+        for i in range(npts):
+            if util <= shape_u[i]:
+                if i == 0:
+                    s = shape_s[0]
+                else:
+                    s = shape_s[i - 1] + _div_trunc((shape_s[i] - shape_s[i - 1]) * (util - shape_u[i - 1]), shape_u[i] - shape_u[i - 1])
+                break
+        table[util] = s
+    return table
 
 
 @_jit
-def fit_scores(nonzero, alloc, rows, idx, pod, skip, weights, strategy, shape_u, shape_s):  # noqa: PLR0913
-    """NodeResourcesFit over nodes ``idx`` with ``strategy`` (one of the constants above).
+def fit_scores(nonzero, alloc, rows, idx, pod, skip, weights, most, table):  # noqa: PLR0913
+    """NodeResourcesFit over nodes ``idx``: LeastAllocated, MostAllocated (``most``) or, when
+    ``table`` (the :func:`shape_table` of the shape) is not empty, RequestedToCapacityRatio.
 
     ``nonzero`` / ``alloc``: (R_all, N) node arrays; ``rows``: the configured resources' rows (-1
     for a resource no node has); ``pod``: the pod's request per configured resource; ``skip``:
     resources bypassed for this pod (scalars it does not request). Per resource: LeastAllocated
     ``(cap-req)*100/cap`` (0 over capacity), MostAllocated ``min(req,cap)*100/cap``, both
-    averaged with the weights and truncated; RequestedToCapacityRatio puts the utilization
-    ``req*100/cap`` (100 over capacity) through the broken-linear shape (``shape_u``
-    utilizations, ``shape_s`` scores already scaled to 0..100) and averages the resources with a
-    positive score, rounded half away from zero."""
+    averaged with the weights and truncated; RequestedToCapacityRatio the shape at the
+    utilization ``req*100/cap`` (100 over capacity), averaged over the resources with a positive
+    score and rounded half away from zero."""
     m = idx.shape[0]
     out = np.empty(m, dtype=np.int64)
     nres = rows.shape[0]
-    npts = shape_u.shape[0]
+    rtcr = table.shape[0] > 0
+    half_up = -1 if rtcr else 0
     for k in range(m):
         j = idx[k]
         num = 0
@@ -58,30 +76,21 @@ def fit_scores(nonzero, alloc, rows, idx, pod, skip, weights, strategy, shape_u,
             if cap == 0:
                 continue
             req = nonzero[row, j] + pod[r]
-            if strategy == MOST_ALLOCATED:
+            if most:
                 s = (min(req, cap) * 100) // cap
-            elif strategy == LEAST_ALLOCATED:
-                s = 0 if req > cap else ((cap - req) * 100) // cap
-            else:
-                util = 100 if req > cap else (req * 100) // cap
-                s = shape_s[npts - 1]
-                for i in range(npts):
-                    if util <= shape_u[i]:
-                        if i == 0:
-                            s = shape_s[0]
-                        else:
-                            s = shape_s[i - 1] + _div_trunc((shape_s[i] - shape_s[i - 1]) * (util - shape_u[i - 1]), shape_u[i] - shape_u[i - 1])
-                        break
+            elif rtcr:
+                s = table[100 if req > cap else (req * 100) // cap]
                 if s <= 0:
                     continue
+            elif req > cap:
+                s = 0
+            else:
+                s = ((cap - req) * 100) // cap
             num += s * weights[r]
             wsum += weights[r]
-        if wsum == 0:
-            out[k] = 0
-        elif strategy == REQUESTED_TO_CAPACITY_RATIO:
-            out[k] = np.int64(math.floor(float(num) / float(wsum) + 0.5))
-        else:
-            out[k] = num // wsum
+        # RTCR rounds the mean half up (math.Round of a non-negative mean): adding wsum // 2
+        # before the division does it exactly in integers, and branch-free
+        out[k] = (num + ((wsum >> 1) & half_up)) // wsum if wsum > 0 else 0
     return out
 
 

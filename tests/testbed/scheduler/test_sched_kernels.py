@@ -36,8 +36,7 @@ def _reference_inputs(alloc, req, pod, skip, idx):
 def test_fit_kernel_matches_reference(state, most):
     alloc, req, pod, skip, w, idx = state
     rows = np.arange(alloc.shape[0], dtype=np.int64)
-    none = np.zeros(0, dtype=np.int64)
-    got = kernels.fit_scores(req, alloc, rows, idx, pod, skip, w, kernels.MOST_ALLOCATED if most else kernels.LEAST_ALLOCATED, none, none)
+    got = kernels.fit_scores(req, alloc, rows, idx, pod, skip, w, most, np.zeros(0, dtype=np.int64))
     a, with_pod, _ = _reference_inputs(alloc, req, pod, skip, idx)
     ref = (reference.most_allocated if most else reference.least_allocated)(with_pod, a, w)
     assert got.tolist() == ref.tolist()
@@ -86,7 +85,7 @@ def test_rtcr_kernel_matches_reference(state, shape):
     rows = np.arange(alloc.shape[0], dtype=np.int64)
     u = np.array([p for p, _ in shape], dtype=np.int64)
     sc = np.array([10 * q for _, q in shape], dtype=np.int64)
-    got = kernels.fit_scores(req, alloc, rows, idx, pod, skip, w, kernels.REQUESTED_TO_CAPACITY_RATIO, u, sc)
+    got = kernels.fit_scores(req, alloc, rows, idx, pod, skip, w, False, kernels.shape_table(u, sc))
     a, with_pod, _ = _reference_inputs(alloc, req, pod, skip, idx)
     assert got.tolist() == reference.requested_to_capacity_ratio(with_pod, a, w, shape).tolist()
 
@@ -147,11 +146,9 @@ def _oracle(s, name, state, idx):
             without = s.req_actual[rows][:, idx]
             return reference.balanced_allocation(without + state.pod[:, None], without, alloc, change=state.change)
         req = s.req_nonzero[rows][:, idx] + state.pod[:, None]
-        if state.strategy == kernels.REQUESTED_TO_CAPACITY_RATIO:
-            shape = list(zip(state.shape_u.tolist(), (state.shape_s // 10).tolist(), strict=True))
-            return reference.requested_to_capacity_ratio(req, alloc, state.weights, shape)
-        most = state.strategy == kernels.MOST_ALLOCATED
-        return (reference.most_allocated if most else reference.least_allocated)(req, alloc, state.weights)
+        if state.table.size:
+            return reference.requested_to_capacity_ratio(req, alloc, state.weights, s.profile.fit.shape)
+        return (reference.most_allocated if state.most else reference.least_allocated)(req, alloc, state.weights)
     if name == "PodTopologySpread":
         return reference.topology_spread_scores(s.selector_counts, *state[:7], idx, state[7])
     if name == "InterPodAffinity":

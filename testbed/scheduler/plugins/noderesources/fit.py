@@ -26,11 +26,7 @@ from testbed.scheduler.plugins.noderesources import (
 from testbed.scheduler.validation import invalid, is_int, label_name_errors, required, show, type_error
 
 STRATEGIES: tuple[str, ...] = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
-_KERNEL_STRATEGY = {
-    "LeastAllocated": kernels.LEAST_ALLOCATED,
-    "MostAllocated": kernels.MOST_ALLOCATED,
-    "RequestedToCapacityRatio": kernels.REQUESTED_TO_CAPACITY_RATIO,
-}
+
 #: ``MaxNodeScore / MaxCustomPriorityScore``: shape scores are configured in 0..10
 SHAPE_SCALE = 100 // 10
 
@@ -75,10 +71,9 @@ class _State:
     pod: np.ndarray
     skip: np.ndarray
     weights: np.ndarray
-    strategy: int
-    #: the RTCR shape scaled to 0..100 (empty for the other strategies)
-    shape_u: np.ndarray
-    shape_s: np.ndarray
+    most: bool
+    #: RequestedToCapacityRatio's score at each utilization 0..100 (empty for the other strategies)
+    table: np.ndarray
 
 
 class NodeResourcesFit(ScorePlugin):
@@ -155,16 +150,11 @@ class NodeResourcesFit(ScorePlugin):
     def pre_score(self, c: Cluster, t: Template, prepared: Any, args: FitArgs) -> _State:
         # cpu/memory enter with their non-zero defaults (fit.go, NonZeroRequested), the rest as requested
         rows, pod, skip = pod_vector(c, t, [r for r, _ in args.resources], t.nonzero)
-        shape = args.shape if args.strategy == "RequestedToCapacityRatio" else ()
-        return _State(
-            rows=rows,
-            pod=pod,
-            skip=skip,
-            weights=np.array([w for _, w in args.resources], dtype=np.int64),
-            strategy=_KERNEL_STRATEGY[args.strategy],
-            shape_u=np.array([u for u, _ in shape], dtype=np.int64),
-            shape_s=np.array([s * SHAPE_SCALE for _, s in shape], dtype=np.int64),
-        )
+        table = np.zeros(0, dtype=np.int64)
+        if args.strategy == "RequestedToCapacityRatio":
+            u = np.array([u for u, _ in args.shape], dtype=np.int64)
+            table = kernels.shape_table(u, np.array([s * SHAPE_SCALE for _, s in args.shape], dtype=np.int64))
+        return _State(rows, pod, skip, np.array([w for _, w in args.resources], dtype=np.int64), args.strategy == "MostAllocated", table)
 
     def score(self, c: Cluster, state: _State, idx: np.ndarray) -> np.ndarray:
-        return kernels.fit_scores(c.req_nonzero, c.alloc, state.rows, idx, state.pod, state.skip, state.weights, state.strategy, state.shape_u, state.shape_s)
+        return kernels.fit_scores(c.req_nonzero, c.alloc, state.rows, idx, state.pod, state.skip, state.weights, state.most, state.table)
