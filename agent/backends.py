@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,17 @@ from agent.errors import AgentError
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("sim", "local", "kube")
+
+
+class Backend(StrEnum):
+    """Where ``scoretune tune`` runs (a typer option annotated ``Backend`` lists them in ``--help``)."""
+
+    SIM = "sim"
+    LOCAL = "local"
+    KUBE = "kube"
+
+
+BACKENDS: tuple[str, ...] = tuple(b.value for b in Backend)
 LAB_WORKLOAD = "lab"
 
 

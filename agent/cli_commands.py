@@ -6,6 +6,7 @@ Registered in agent/cli.py. Library code logs; only this module talks to the ter
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
 import json
 import logging
@@ -26,7 +27,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from agent.backends import Backend
 from agent.errors import AgentError
+from agent.metrics import Metric
+from agent.tuners import Method, MethodSpec
 
 log = logging.getLogger(__name__)
 console = Console()
@@ -37,20 +41,34 @@ SHIPPED_POLICY = Path(__file__).resolve().parent / "policies" / "scoretune-ppo.z
 # --- train: the dataclass's fields become the options ---------------------------------------------
 
 
-def dataclass_command(cls: type, run: typing.Callable[[Any], Any], doc: str) -> typing.Callable[..., None]:
-    """A typer command whose options are the fields of dataclass ``cls`` (help from field metadata)."""
+def dataclass_command(
+    cls: type, run: typing.Callable[..., Any], doc: str, *, context: bool = False
+) -> typing.Callable[..., None]:
+    """A typer command whose options are the fields of dataclass ``cls``.
+
+    Field metadata: ``help`` (the ``--help`` line), ``short`` (a one-letter alias such as ``-o``)
+    and ``option`` (more ``typer.Option`` arguments: ``min``, ``max``, ``callback``). A bool field
+    is a ``--x/--no-x`` flag; an Enum-typed field lists its choices. Enum values reach ``cls`` as
+    plain strings, so configs and logs written from it hold no enum types. With ``context``,
+    ``run`` also gets the click context (to tell typed options from defaults)."""
     hints = typing.get_type_hints(cls)
     params = []
+    if context:
+        params.append(inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context))
     for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
         is_flag = hints[f.name] is bool
-        decl = f"{flag}/--no-{flag[2:]}" if is_flag else flag
+        decls = [f"{flag}/--no-{flag[2:]}" if is_flag else flag]
+        if f.metadata.get("short"):
+            decls.append(f.metadata["short"])
         # metavar "": a flag takes no value, so --help shows no <bool> type beside it
-        option = typer.Option(f.default, decl, help=f.metadata.get("help"), **({"metavar": ""} if is_flag else {}))
+        option = typer.Option(f.default, *decls, help=f.metadata.get("help"), **({"metavar": ""} if is_flag else {}),
+                              **f.metadata.get("option", {}))
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=hints[f.name]))
 
-    def command(**kwargs: Any) -> None:
-        run(cls(**kwargs))
+    def command(ctx: typer.Context | None = None, **kwargs: Any) -> None:
+        args = cls(**{k: v.value if isinstance(v, enum.Enum) else v for k, v in kwargs.items()})
+        run(args, ctx) if context else run(args)
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
@@ -94,14 +112,16 @@ def checkpoint_policies(items: list[str]) -> dict[str, str]:
         for label, path in run_checkpoints(Path(run)).items():
             if prefix + label in policies:
                 raise AgentError(f"--checkpoints: two runs give method {prefix + label!r}; name them NAME=RUN")
-            policies[prefix + label] = policies[f"{prefix}{label}:sample"] = str(path)
+            mean, sample = MethodSpec(prefix + label), MethodSpec(prefix + label, sample=True)
+            policies[str(mean)] = policies[str(sample)] = str(path)
     return policies
 
 
 def evaluate_command(
     split: str = typer.Option("test", help="Scenario split to evaluate on."),
     seeds: int = typer.Option(3, min=1, max=1000, help="Seeds per scenario (independent repetitions; intervals are over seeds)."),
-    out: Path = typer.Option(Path("docs/results"), help="Directory for table.md, table.csv, results.csv, plots."),
+    out: Path = typer.Option(Path("runs/evaluate"), "--out", "-o",
+                             help="Directory for table.md, table.csv, results.csv, plots."),
     policy: Path = typer.Option(SHIPPED_POLICY, help="The policy evaluated as method 'policy'."),
     ablation: list[str] = typer.Option([], help="More policies as NAME=FILE (the ablations), repeatable. A NAME ending in "
                                       "':sample' draws from the policy's Gaussian, ':sample-stdX' with X times its std; "
@@ -114,7 +134,7 @@ def evaluate_command(
                                   "synthetic / trace-window generated family (default: the whole split)."),
     steps: int = typer.Option(10, min=1, max=10_000, help="Runs per experiment after the reference (T)."),
     oracle_runs: int = typer.Option(500, min=0, max=1_000_000, help="Runs of the oracle's search per scenario and seed (>= 500)."),
-    metric: str = typer.Option("mean", help="Latency metric: mean, p50, p95 or p99."),
+    metric: Metric = typer.Option(Metric.MEAN, help="Latency metric."),
     jobs: int = typer.Option(2, min=1, max=256, help="Worker processes."),
     seed_offset: int = typer.Option(0, min=0, max=2**31 - 1, help="First seed (a validation run on the training split uses an offset)."),
     oracle_only: bool = typer.Option(False, "--oracle-only", metavar="", help="Only compute and cache the oracle (DIR/oracle.json)."),
@@ -144,7 +164,7 @@ def evaluate_command(
         method_list, policies = [], {}
     table = evaluate(
         names, seeds=seeds, out_dir=out, methods=method_list, policies=policies, steps=steps,
-        oracle_runs=oracle_runs, metric=metric, jobs=jobs, seed_offset=seed_offset,
+        oracle_runs=oracle_runs, metric=metric.value, jobs=jobs, seed_offset=seed_offset,
         sim_seed=None if sim_seed < 0 else sim_seed,
         config={"split": split, "command": "scoretune evaluate " + " ".join(_argv_tail("evaluate"))},
     )
@@ -185,7 +205,8 @@ def terminal_table(table: Any, best_baseline: str | None) -> Table:
 
 def combine_command(
     dirs: list[Path] = typer.Argument(..., help="Directories written by `scoretune evaluate --out`."),
-    out: Path = typer.Option(..., help="Directory for the combined table.md, table.csv, results.csv, plots."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory for the combined table.md, table.csv, results.csv, "
+                             "plots."),
     methods: str = typer.Option("", help="Keep only these methods, comma-separated (default: all)."),
 ) -> None:
     """One results table from several evaluations (a set evaluated in parts, or new policies on
@@ -317,87 +338,127 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
     return config
 
 
-def tune_command(
-    ctx: typer.Context,
-    backend: str = typer.Option("sim", help="Where to run: sim, local (embedded lab) or kube."),
-    cluster: str = typer.Option("", help="Cluster spec name or path (default: the workload scenario's)."),
-    workload: str = typer.Option("lab", help="Workload: a Parquet file, 'lab', or a scenario name."),
-    policy: Path = typer.Option(None, help="Tune with this trained policy (zip; its .json beside it), acting as "
-                                "its config's `act` says (mean or sample) unless --method policy|policy-sample."),
-    method: str = typer.Option("", help="Tune with a baseline instead: default, equal, random, tpe, gp, cmaes, hill "
-                               "(or, with --policy, policy-sample: draw from the policy's Gaussian)."),
-    steps: int = typer.Option(10, min=1, max=10_000, help="Runs after the reference (T). With --resume, more steps "
-                              "continue a finished experiment."),
-    out: Path = typer.Option(None, help="Experiment directory (log, runs, summary, best config)."),
-    resume: Path = typer.Option(None, help="Continue the interrupted experiment in this directory (options left "
-                                "out are the stored ones; contradicting ones are refused)."),
-    metric: str = typer.Option("mean", help="Latency metric: mean, p50, p95 or p99."),
-    repeats: int = typer.Option(1, min=1, max=100, help="Runs per profile, each paired with a reference run when > 1."),
-    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed of the workload replay and of the tuner."),
-    max_reruns: int = typer.Option(3, min=0, max=100,
-                                   help="Reruns of a void run (unhealthy load generator) before giving up."),
-    confirm: int = typer.Option(-1, min=-1, max=100, help="Measured backends: rerun the best profile N times paired "
-                                "with the reference before applying it (-1: 3 with --embedded-default, else 0)."),
-    max_dispatch_lag_s: float = typer.Option(0.5, callback=_finite(0.0, 3600.0, low_open=True),
-                                             help="Void a run whose p99 dispatch lag exceeds this (s)."),
-    max_late_share: float = typer.Option(0.05, callback=_finite(0.0, 1.0),
-                                         help="Void a run with a larger share of late dispatches (0..1)."),
-    overwrite: bool = typer.Option(False, "--overwrite", metavar="", help="Delete a previous experiment in --out first."),
-    embedded_default: bool = typer.Option(
-        False, "--embedded-default", metavar="",
-        help="make tune: the shipped policy on the embedded lab (lab-small, the lab workload), or the simulator if the lab cannot start.",
-    ),
-    kubeconfig: str = typer.Option(None, help="kube: kubeconfig file."),
-    context: str = typer.Option(None, help="kube: kubeconfig context."),
-    namespace: str = typer.Option("default", help="kube: namespace of the functions."),
-    ingress_url: str = typer.Option(None, help="kube: Kourier's address, e.g. http://10.0.0.11:31080."),
-) -> None:
-    """Run one live tuning experiment: each step applies a profile, runs the workload, logs the result."""
+def _opt(text: str, default: Any, *, short: str | None = None, **option: Any) -> Any:
+    """A :class:`TuneArgs` field: its ``--help`` line, an optional short alias, typer's range options."""
+    return dataclasses.field(default=default, metadata={"help": text, "option": option,
+                                                        **({"short": short} if short else {})})
+
+
+@dataclasses.dataclass
+class TuneArgs:
+    """``scoretune tune`` arguments; each field's ``help`` is its ``--help`` line (as ``train``'s
+    :class:`agent.train.Args`). The fields as typed; :func:`tune_config` turns them into an
+    :class:`agent.tune.ExperimentConfig`."""
+
+    backend: Backend = _opt("Where to run (local: the embedded lab).", "sim")
+    cluster: str = _opt("Cluster spec name or path (default: the workload scenario's).", "")
+    workload: str = _opt("Workload: a Parquet file, 'lab', or a scenario name.", "lab")
+    policy: Path | None = _opt("Tune with this trained policy (zip; its .json beside it), acting as its config's "
+                               "`act` says (mean or sample) unless --method policy|policy-sample.", None)
+    method: Method | None = _opt("Tune with a baseline instead (or, with --policy, policy-sample: draw from the "
+                                 "policy's Gaussian).", None)
+    steps: int = _opt("Runs after the reference (T). With --resume, more steps continue a finished experiment.", 10,
+                      min=1, max=10_000)
+    out: Path | None = _opt("Experiment directory (log, runs, summary, best config).", None, short="-o")
+    resume: Path | None = _opt("Continue the interrupted experiment in this directory (options left out are the "
+                               "stored ones; contradicting ones are refused).", None)
+    metric: Metric = _opt("Latency metric.", "mean")
+    repeats: int = _opt("Runs per profile, each paired with a reference run when > 1.", 1, min=1, max=100)
+    seed: int = _opt("Seed of the workload replay and of the tuner.", 0, min=0, max=2**32 - 1)
+    max_reruns: int = _opt("Reruns of a void run (unhealthy load generator) before giving up.", 3, min=0, max=100)
+    confirm: int = _opt("Measured backends: rerun the best profile N times paired with the reference before "
+                        "applying it (-1: the preset's, 3 with --embedded-default, else 0).", -1, min=-1, max=100)
+    max_dispatch_lag_s: float = _opt("Void a run whose p99 dispatch lag exceeds this (s).", 0.5,
+                                     callback=_finite(0.0, 3600.0, low_open=True))
+    max_late_share: float = _opt("Void a run with a larger share of late dispatches (0..1).", 0.05,
+                                 callback=_finite(0.0, 1.0))
+    overwrite: bool = _opt("Delete a previous experiment in --out first.", False)
+    embedded_default: bool = _opt("make tune: the preset 'embedded-default', the shipped policy on the embedded lab "
+                                  "(lab-small, the lab workload), or the simulator if the lab cannot start.", False)
+    kubeconfig: str | None = _opt("kube: kubeconfig file.", None)
+    context: str | None = _opt("kube: kubeconfig context.", None)
+    namespace: str = _opt("kube: namespace of the functions.", "default")
+    ingress_url: str | None = _opt("kube: Kourier's address, e.g. http://10.0.0.11:31080.", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class TunePreset:
+    """A named set of values for the :class:`TuneArgs` options a user leaves out (an option typed
+    on the command line wins). ``backend`` may be ``auto``: the embedded lab, or the simulator if
+    the lab cannot start (:func:`agent.backends.embedded_default_backend`)."""
+
+    name: str
+    backend: str
+    workload: str
+    policy: Path
+    confirm: int
+
+    def apply(self, args: TuneArgs, given: set[str]) -> TuneArgs:
+        values = {"backend": self.backend, "workload": self.workload, "policy": self.policy}
+        changes = {k: v for k, v in values.items() if k not in given}
+        if args.confirm < 0:
+            changes["confirm"] = self.confirm
+        return dataclasses.replace(args, **changes)
+
+
+EMBEDDED_DEFAULT = TunePreset("embedded-default", backend="auto", workload="lab", policy=SHIPPED_POLICY, confirm=3)
+
+
+def tune_config(args: TuneArgs, given: set[str]) -> Any:
+    """A new experiment's :class:`agent.tune.ExperimentConfig` from the options (``given``: the
+    ones typed on the command line), every contradiction an :class:`AgentError` naming the option."""
+    from agent.backends import KubeOptions
+    from agent.stats import HealthBounds
+    from agent.tune import ExperimentConfig
+    from agent.tuners import policy_method
+
+    if args.embedded_default:
+        args = EMBEDDED_DEFAULT.apply(args, given)
+    policy, method = args.policy, args.method
+    if policy is not None and method in ("policy", "policy-sample"):
+        pass  # the policy, deterministic or sampling
+    elif (policy is None) == (not method):
+        raise AgentError("give exactly one of --policy FILE or --method NAME")
+    if policy is not None and not Path(policy).is_file():
+        raise AgentError(f"{policy}: policy file does not exist" if not Path(policy).exists()
+                         else f"{policy}: not a file (--policy names a policy zip)")
+    if policy is not None and not method:
+        method = policy_method(Path(policy))  # the policy's own act mode (mean or sample)
+    return ExperimentConfig(
+        method=method or "policy", backend=args.backend, cluster=args.cluster, workload=args.workload,
+        steps=args.steps, metric=args.metric, repeats=args.repeats, seed=args.seed,
+        policy=str(policy) if policy else None, max_reruns=args.max_reruns, confirm=max(args.confirm, 0),
+        health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),
+        backend_options=dataclasses.asdict(KubeOptions(args.kubeconfig, args.context, args.namespace, args.ingress_url))
+        if args.backend == "kube" else {},
+    ).with_absolute_paths()
+
+
+def _tune(args: TuneArgs, ctx: typer.Context) -> None:
+    """``scoretune tune``: the config (new or resumed), the tuner, the backend, the loop."""
     from agent.actions import ActionCodec
     from agent.backends import KubeOptions, embedded_default_backend, make_backend, resolve_workload
     from agent.scenario_objectives import workload_context
-    from agent.stats import HealthBounds
-    from agent.tune import CONFIG_NAME, Experiment, ExperimentConfig, label_legend
+    from agent.tune import CONFIG_NAME, ExperimentConfig
     from agent.tuners import make_tuner
     from testbed.cluster import load_cluster
 
-    if resume is not None:
-        stored = ExperimentConfig.load(resume)
-        config = _resume_config(stored, resume, _given(ctx), dict(ctx.params))
-        out = resume
+    given = _given(ctx)
+    if args.resume is not None:
+        stored = ExperimentConfig.load(args.resume)
+        config = _resume_config(stored, args.resume, given, dataclasses.asdict(args))
+        out = args.resume
     else:
-        if out is None:
+        if args.out is None:
             raise AgentError("--out DIR is required (or --resume DIR)")
+        out = args.out
         if out.exists() and not out.is_dir():
             raise AgentError(f"{out}: not a directory (--out names the experiment directory)")
-        if overwrite and (out / CONFIG_NAME).exists():
+        if args.overwrite and (out / CONFIG_NAME).exists():
             import shutil
 
             shutil.rmtree(out)
-        if embedded_default:
-            policy = policy or SHIPPED_POLICY
-            workload = "lab"
-            backend = "auto"
-        if policy is not None and method in ("policy", "policy-sample"):
-            pass  # the policy, deterministic or sampling
-        elif (policy is None) == (not method):
-            raise AgentError("give exactly one of --policy FILE or --method NAME")
-        if policy is not None and not Path(policy).is_file():
-            raise AgentError(f"{policy}: policy file does not exist" if not Path(policy).exists()
-                             else f"{policy}: not a file (--policy names a policy zip)")
-        if policy is not None and not method:
-            from agent.tuners import policy_method
-
-            method = policy_method(Path(policy))  # the policy's own act mode (mean or sample)
-        config = ExperimentConfig(
-            method=method or "policy", backend=backend, cluster=cluster, workload=workload, steps=steps,
-            metric=metric, repeats=repeats, seed=seed, policy=str(policy) if policy else None,
-            max_reruns=max_reruns,
-            confirm=(3 if embedded_default else 0) if confirm < 0 else confirm,
-            health=HealthBounds(max_dispatch_lag_p99_s=max_dispatch_lag_s, max_late_share=max_late_share),
-            backend_options=dataclasses.asdict(KubeOptions(kubeconfig, context, namespace, ingress_url))
-            if backend == "kube" else {},
-        ).with_absolute_paths()
+        config = tune_config(args, given)
 
     wl, scenario_cluster = resolve_workload(config.workload, seed=config.seed)
     cluster_name = config.cluster or scenario_cluster
@@ -416,6 +477,12 @@ def tune_command(
         be = make_backend(config.backend, spec, seed=config.seed, kube=KubeOptions(**config.backend_options)
                           if config.backend_options else None)
         config = dataclasses.replace(config, cluster=cluster_name or "")
+    _run_experiment(config, be, wl, tuner, out, resume=args.resume is not None)
+
+
+def _run_experiment(config: Any, be: Any, wl: Any, tuner: Any, out: Path, *, resume: bool) -> None:
+    """The tuning loop with its progress bar and per-step lines, then the summary table."""
+    from agent.tune import Experiment, label_legend
 
     console.print(f"[bold]scoretune tune[/]: {config.method} on [bold]{config.backend}[/], cluster {config.cluster or '(live)'}, "
                   f"workload {wl.name} ({len(wl)} requests, {wl.duration_s:.0f} s), {config.steps} steps -> {out}")
@@ -434,15 +501,20 @@ def tune_command(
 
     try:
         with progress:
-            if resume is not None:
+            if resume:
                 from agent.tune import read_log
 
                 progress.update(task, completed=len(read_log(out)))
-            summary = Experiment(config, be, wl, tuner, out, on_start=on_start, on_step=on_step).run(
-                resume=resume is not None)
+            summary = Experiment(config, be, wl, tuner, out, on_start=on_start, on_step=on_step).run(resume=resume)
     finally:
         be.close()
     _print_summary(summary, out)
+
+
+tune_command = dataclass_command(
+    TuneArgs, _tune, "Run one live tuning experiment: each step applies a profile, runs the workload, logs the result.",
+    context=True,
+)
 
 
 def step_lines(record: Any, records: list[Any]) -> str:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from agent.objective import Objective
 from agent.provenance import provenance
 from agent.stats import mean_ci
 from agent.tune import md_cell, save_figure_atomic, write_atomic
-from agent.tuners import BASELINES, OptunaTuner, Tuner, make_tuner
+from agent.tuners import BASELINES, MethodSpec, OptunaTuner, Tuner, make_tuner
 
 log = logging.getLogger(__name__)
 
@@ -90,17 +89,11 @@ class Task:
         return self.seed if self.sim_seed is None else self.sim_seed
 
 
-_SAMPLE_SUFFIX = re.compile(r":sample(?:-std(?P<scale>\d+(?:\.\d+)?))?$")
-
-
 def policy_acting(method: str) -> tuple[str, float | None]:
-    """How a policy method name acts: ``NAME`` its mean action, ``NAME:sample`` draws with the
-    spread of its JSON, ``NAME:sample-std1.5`` draws with the Gaussian's std times 1.5."""
-    match = _SAMPLE_SUFFIX.search(method)
-    if match is None:
-        return "policy", None
-    scale = match.group("scale")  # validated where it is used (PolicyTuner)
-    return "policy-sample", None if scale is None else float(scale)
+    """How a policy method name acts (the grammar of :class:`~agent.tuners.MethodSpec`): the
+    tuner kind and the std scale, None for the policy's own."""
+    spec = MethodSpec.parse(method)
+    return spec.kind, spec.std_scale
 
 
 def _method_tuner(method: str, task: Task, codec: ActionCodec) -> Tuner:

@@ -11,13 +11,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 from agent.errors import AgentError
 
-METRICS = ("mean", "p50", "p95", "p99")
+
+class Metric(StrEnum):
+    """The latency metrics a tuner can minimise: the one list every option, config check and
+    validator reads (a typer option annotated ``Metric`` lists them in ``--help``)."""
+
+    MEAN = "mean"
+    P50 = "p50"
+    P95 = "p95"
+    P99 = "p99"
+
+
+METRICS: tuple[str, ...] = tuple(m.value for m in Metric)
 DEFAULT_TIMEOUT_S = 30.0
 _Q = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 

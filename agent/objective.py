@@ -15,8 +15,6 @@ import numpy as np
 
 from agent.actions import WeightSetting
 
-METRICS = ("mean", "p50", "p95", "p99")
-
 
 @runtime_checkable
 class Objective(Protocol):

@@ -20,12 +20,15 @@ import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agent.env import ACTION_KINDS
 from agent.errors import AgentError
+from agent.metrics import Metric
 from agent.provenance import provenance
 
 log = logging.getLogger(__name__)
@@ -33,17 +36,29 @@ log = logging.getLogger(__name__)
 POLICIES_DIR = Path(__file__).resolve().parent / "policies"
 
 
-def _doc(text: str, **kw: Any) -> Any:
-    return field(metadata={"help": text}, **kw)
+def _doc(text: str, *, short: str | None = None, **kw: Any) -> Any:
+    """A field whose ``help`` is its ``--help`` line (``short``: a one-letter alias such as ``-o``)."""
+    return field(metadata={"help": text, **({"short": short} if short else {})}, **kw)
+
+
+class Algo(StrEnum):
+    """The SB3 algorithms ``--algo`` offers."""
+
+    PPO = "ppo"
+    SAC = "sac"
+
+
+ActionKind = StrEnum("ActionKind", {k.upper(): k for k in ACTION_KINDS})
+"""The policy's action space (``--action``): agent.env.ACTION_KINDS as choices."""
 
 
 @dataclass
 class Args:
     """``scoretune train`` arguments; each field's ``help`` is its ``--help`` line."""
 
-    out: str = _doc("Directory for the model, checkpoints and logs.", default="runs/train")
+    out: str = _doc("Directory for the model, checkpoints and logs.", short="-o", default="runs/train")
     seed: int = _doc("Seed of everything: torch, numpy, the environments' scenario draws.", default=1)
-    algo: str = _doc("ppo (default) or sac.", default="ppo")
+    algo: Algo = _doc("The SB3 algorithm.", default="ppo")
     total_timesteps: int = _doc("Environment steps (runs) to train for; one episode = `steps` runs.", default=6000)
     num_envs: int = _doc("Parallel environments (one process each with --vec subproc).", default=2)
     vec: str = _doc("subproc (SubprocVecEnv, parallel) or dummy (in-process, for tests).", default="subproc")
@@ -57,8 +72,8 @@ class Args:
     info: str = _doc("Observation: limited (relative metrics only) or full (adds absolute figures).", default="limited")
     frame_stack: int = _doc("Frames stacked by FrameStackObservation (1 = off).", default=4)
     incumbent: bool = _doc("Observe the best action so far in every frame (agent.observation).", default=False)
-    metric: str = _doc("Latency metric: mean, p50, p95 or p99.", default="mean")
-    action: str = _doc("box (a Gaussian policy over the [-1,1] box) or lattice (a categorical head per "
+    metric: Metric = _doc("Latency metric.", default="mean")
+    action: ActionKind = _doc("box (a Gaussian policy over the [-1,1] box) or lattice (a categorical head per "
                        "coordinate over agent.actions.WEIGHT_LEVELS and the strategy levels).", default="box")
     learning_rate: float = _doc("Adam learning rate.", default=3e-4)
     lr_schedule: str = _doc("constant, or linear: decay to a tenth of --learning-rate over the run (late updates "

@@ -131,8 +131,10 @@ class ExperimentConfig:
             raise AgentError(f"unknown method {self.method!r}; valid: {list(METHODS)}")
         if self.backend not in (*BACKENDS, "auto"):
             raise AgentError(f"unknown backend {self.backend!r}; valid: {list(BACKENDS)}")
-        if self.metric not in ("mean", "p50", "p95", "p99"):
-            raise AgentError(f"unknown metric {self.metric!r}; valid: mean, p50, p95, p99")
+        from agent.metrics import METRICS
+
+        if self.metric not in METRICS:
+            raise AgentError(f"unknown metric {self.metric!r}; valid: {', '.join(METRICS)}")
         if self.reward not in REWARDS:
             raise AgentError(f"unknown reward {self.reward!r}; valid: {list(REWARDS)}")
         lag, late = self.health.max_dispatch_lag_p99_s, self.health.max_late_share

@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +33,46 @@ log = logging.getLogger(__name__)
 
 BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill")
 METHODS = (*BASELINES, "policy", "policy-sample")
+
+Method = StrEnum("Method", {m.upper().replace("-", "_"): m for m in METHODS})
+"""The tuning methods as choices (a typer option annotated ``Method`` lists them in ``--help``)."""
+
+
+_SAMPLE_SUFFIX = re.compile(r"sample(?:-std(?P<scale>\d+(?:\.\d+)?))?")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A policy method name of ``scoretune evaluate``, parsed once.
+
+    The grammar: ``NAME`` plays the policy's mean action; ``NAME:sample`` draws from its Gaussian
+    with the spread of its JSON; ``NAME:sample-stdX`` draws with the Gaussian's std times ``X``.
+    ``NAME`` itself is free text (``ppo``, ``ppo@40k``, ``run/40k`` for a checkpoint of run ``run``).
+    """
+
+    name: str
+    sample: bool = False
+    std_scale: float | None = None
+    """None: the policy's own spread (its JSON's ``std_scale``); validated where it is used (PolicyTuner)."""
+
+    @classmethod
+    def parse(cls, text: str) -> MethodSpec:
+        base, sep, suffix = text.rpartition(":")
+        match = _SAMPLE_SUFFIX.fullmatch(suffix) if sep else None
+        if match is None:
+            return cls(text)
+        scale = match.group("scale")
+        return cls(base, sample=True, std_scale=None if scale is None else float(scale))
+
+    @property
+    def kind(self) -> str:
+        """The tuner :func:`make_tuner` builds: ``policy`` (mean action) or ``policy-sample``."""
+        return "policy-sample" if self.sample else "policy"
+
+    def __str__(self) -> str:
+        if not self.sample:
+            return self.name
+        return f"{self.name}:sample" + ("" if self.std_scale is None else f"-std{self.std_scale:g}")
 
 
 @runtime_checkable
@@ -314,8 +356,6 @@ def policy_config_path(policy: Path) -> Path:
 def run_checkpoints(run: Path) -> dict[str, Path]:
     """A training run's checkpoints by label (``40k`` for ``model_40000_steps.zip``), in step order;
     each loads with the run's ``model.json`` (:func:`policy_config_path`)."""
-    import re
-
     found: list[tuple[int, Path]] = []
     for path in (run / "checkpoints").glob("model_*_steps.zip"):
         match = re.fullmatch(r"model_(\d+)_steps\.zip", path.name)
