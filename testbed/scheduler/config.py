@@ -9,10 +9,15 @@ The rules are upstream's:
   (``expandMultiPointPlugins``, ``getScoreWeights``): a plugin listed under ``score.enabled``
   overrides its ``multiPoint`` entry, ``score.disabled`` removes a ``multiPoint`` plugin from
   scoring (``"*"`` all of them), a weight that is unset or 0 means 1, disabling is the only off.
-- Defaults of the plugin args: ``pkg/scheduler/apis/config/v1/defaults.go``.
-- Validation: ``pkg/scheduler/apis/config/validation/validation.go`` and
-  ``validation_pluginargs.go``; messages read ``FIELD: Invalid value: V: why`` like
-  ``field.Error`` does, with the field path from the document root.
+- Validation: ``pkg/scheduler/apis/config/validation/validation.go``; messages read
+  ``FIELD: Invalid value: V: why`` like ``field.Error`` does, with the field path from the
+  document root.
+
+This module is the configuration wrapper only. Which plugins exist, their extension points and
+default weights are the registry's data (:mod:`testbed.scheduler.plugins.registry`); the
+``pluginConfig`` args of a modelled score plugin are handed to that plugin, which validates
+(``validation_pluginargs.go``), decodes (defaults of ``defaults.go``) and encodes them. Every
+function that reads or writes plugin names takes the ``registry`` (the default one unless told).
 
 A :class:`Profile` is the frozen, hashable result for one ``schedulerName``: the effective score
 weights, the enabled filters and the typed plugin args the scheduler uses.

@@ -428,10 +428,7 @@ class Scheduler:
 
     def _images_changed(self, name: str) -> None:
         """Drop what depends on the nodes' images for the templates whose pods use ``name``."""
-        readers = [p.name for _, p, _, _ in self._scorers if p.reads_node_images]
-        for e in self.registry.entries:
-            if e.plugin is not None and e.plugin.reads_node_images and e.name not in readers:
-                readers.append(e.name)
+        readers = [e.name for e in self.registry.entries if e.plugin is not None and e.plugin.reads_node_images]
         for t in self.templates:
             if any(normalized_image_name(c.image) == name for c in t.pod.init_containers + t.pod.containers):
                 for r in readers:
