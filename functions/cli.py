@@ -1,23 +1,22 @@
 """``scoretune functions ...``: list, invoke, serve, manifest, build and profile the function suite.
 
-Input is checked here (names, JSON payloads) and turned into :class:`FunctionsError`; every
-scoretune error a command raises is printed as one ``Error: ...`` line with exit status 1.
+Input is checked here (names, JSON payloads) and turned into :class:`FunctionsError`; the root
+group (agent/cli.py's ``_ScoretuneGroup``, the one place that does it for every command) prints it
+as one ``Error: ...`` line with exit status 1.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 import yaml
 
-from functions.errors import FunctionsError, ScoretuneError
+from functions.errors import FunctionsError
 from functions.spec import FunctionSpec, discover_specs
 
 log = logging.getLogger(__name__)
@@ -25,25 +24,6 @@ log = logging.getLogger(__name__)
 app = typer.Typer(
     help="The serverless function suite: handlers, specs, images, Knative manifests.", no_args_is_help=True
 )
-
-
-def _one_line_errors(command: Callable[..., None]) -> Callable[..., None]:
-    """Print a scoretune error as one ``Error: ...`` line on stderr and exit 1.
-
-    The root group means to do the same, but with typer >= 0.24 (which vendors its own click)
-    the ``click.ClickException`` it raises is not the class typer catches, so the user would see
-    a traceback. ``typer.Exit`` is typer's own and always works.
-    """
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        try:
-            command(*args, **kwargs)
-        except ScoretuneError as err:
-            typer.echo(f"Error: {err}", err=True)
-            raise typer.Exit(1) from None
-
-    return wrapper
 
 
 DEFAULT_CONTEXT_DIR = Path("build/functions")
@@ -80,7 +60,6 @@ def _mib(nbytes: int) -> str:
 
 
 @app.command("list")
-@_one_line_errors
 def list_command(as_json: bool = typer.Option(False, "--json", help="Print the specs as JSON.")) -> None:
     """List the functions with their resources, concurrency, image and work per request."""
     from functions.spec import spec_to_dict
@@ -119,7 +98,6 @@ def list_command(as_json: bool = typer.Option(False, "--json", help="Print the s
 
 
 @app.command("invoke")
-@_one_line_errors
 def invoke_command(
     name: str = typer.Argument(..., help="Function name, e.g. float-ops."),
     payload: str = typer.Option(
@@ -148,7 +126,6 @@ def invoke_command(
 
 
 @app.command("serve")
-@_one_line_errors
 def serve_command(
     name: str = typer.Argument(..., help="Function name."),
     port: int = typer.Option(None, "--port", help="Port (default: $PORT, else 8080)."),
@@ -163,7 +140,6 @@ def serve_command(
 
 
 @app.command("manifest")
-@_one_line_errors
 def manifest_command(
     names: list[str] = typer.Argument(None, help="Function names (default: all, as a multi-document YAML)."),
     scheduler_name: str = typer.Option(None, "--scheduler-name", help="spec.template.spec.schedulerName."),
@@ -208,14 +184,13 @@ def manifest_command(
 
 
 @app.command("build")
-@_one_line_errors
 def build_command(
     names: list[str] = typer.Argument(None, help="Function names (default: all)."),
     push: str = typer.Option(
         None, "--push", metavar="REGISTRY", help="Tag the images for REGISTRY and push them."
     ),
     context_dir: Path = typer.Option(
-        DEFAULT_CONTEXT_DIR, "--context-dir", help="Where the build contexts are written."
+        DEFAULT_CONTEXT_DIR, "--out", "-o", "--context-dir", help="Where the build contexts are written."
     ),
     context_only: bool = typer.Option(
         False, "--context-only", help="Write the build contexts; do not contact an engine."
@@ -247,7 +222,6 @@ def build_command(
 
 
 @app.command("profile")
-@_one_line_errors
 def profile_command(
     names: list[str] = typer.Argument(None, help="Function names (default: all)."),
     samples: int = typer.Option(
@@ -301,7 +275,6 @@ def profile_command(
         typer.echo(f"wrote the measured block{' and refitted work' if refit else ''} of {len(rows)} spec(s)")
 
 
-@_one_line_errors
 def bench_functions(
     requests: int = typer.Option(500, "--requests", min=10, help="Back-to-back requests to time."),
     as_json: bool = typer.Option(True, "--json/--no-json", help="Print JSON (the default)."),

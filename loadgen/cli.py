@@ -395,7 +395,7 @@ def replay_command(
     workload: Path = typer.Argument(..., help="a workload Parquet file"),
     target: str | None = typer.Option(None, "--target", help="one ingress URL; the function goes in X-Scoretune-Function"),
     targets: str | None = typer.Option(None, "--targets", help="function->URL map: a JSON/YAML file or a=URL,b=URL"),
-    out: Path = typer.Option(..., "--out", help="run directory to write (requests.parquet, summary.json)"),
+    out: Path = typer.Option(..., "--out", "-o", help="run directory to write (requests.parquet, summary.json)"),
     timeout: float = typer.Option(30.0, "--timeout", help="per-request timeout (s)"),
     workers: int = typer.Option(0, "--workers", help="0: one Locust process; N: a master and N workers"),
     host_template: str | None = typer.Option(None, "--host-template", help='Host header, e.g. "{function}.default.example.com"'),

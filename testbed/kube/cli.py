@@ -60,7 +60,7 @@ def _specs(functions: str):
 
 @app.command("render")
 def render_cmd(
-    out: Path = typer.Option(..., "--out", help="Directory to write the lab's manifests to."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory to write the lab's manifests to."),
     config: Path | None = typer.Option(None, "--config", help="KubeSchedulerConfiguration to ship (default: upstream weights)."),
     profile: str | None = typer.Option(None, "--profile", help="Which profile of --config (by schedulerName)."),
     weights: str = typer.Option("", "--weights", help='Score weights instead of --config, e.g. "NodeResourcesFit=5".'),

@@ -109,7 +109,7 @@ def fidelity_cmd(
     duration: float = typer.Option(30.0, "--duration", help="Seconds of the 'lab' recipe."),
     profiles: int = typer.Option(8, "--profiles", "-k", help="Number of profiles K (the default one plus K-1 random)."),
     calibration: Path | None = typer.Option(None, "--calibration", help="A file from `scoretune calibrate`: also compare the calibrated simulator."),
-    out: Path = typer.Option(Path("runs/fidelity"), "--out", help="Directory for the runs and fidelity.json."),
+    out: Path = typer.Option(Path("runs/fidelity"), "--out", "-o", help="Directory for the runs and fidelity.json."),
     seed: int = typer.Option(0, "--seed", help="Seed of the workload recipe, the profiles and the simulator."),
 ) -> None:
     """Run the same K profiles on `local` and `sim`; print the Spearman rank correlation of their
@@ -146,7 +146,7 @@ def calibrate_cmd(
     workload: str = typer.Option("lab", "--workload", help="A Parquet workload, or 'lab' for the lab recipe."),
     duration: float = typer.Option(30.0, "--duration", help="Seconds of the 'lab' recipe."),
     profiles: int = typer.Option(2, "--profiles", "-k", help="Measure under this many profiles (default + random)."),
-    out: Path = typer.Option(Path("runs/calibration/lab-small.yaml"), "--out", help="Calibration file to write."),
+    out: Path = typer.Option(Path("runs/calibration/lab-small.yaml"), "--out", "-o", help="Calibration file to write."),
     runs: Path = typer.Option(Path("runs/calibration/runs"), "--runs", help="Directory for the measurement runs."),
     seed: int = typer.Option(1, "--seed", help="Seed of the workload recipe (differs from fidelity's default 0)."),
 ) -> None:

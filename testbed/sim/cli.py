@@ -59,7 +59,7 @@ def run(
     config: Path | None = typer.Option(None, "--config", help="A KubeSchedulerConfiguration file instead of --weights."),
     profile: str | None = typer.Option(None, "--profile", help="Profile (schedulerName) of --config; default: its first."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the per-request work draws and the scheduler's tie-breaks."),
-    out: Path = typer.Option(..., "--out", help="Run directory to write (requests, placements, summary)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Run directory to write (requests, placements, summary)."),
 ) -> None:
     """Simulate one run and write a run directory, as the live backends do."""
     from testbed.cluster import load_cluster

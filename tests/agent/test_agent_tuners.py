@@ -10,17 +10,37 @@ from agent.actions import ActionCodec
 from agent.env import make_env
 from agent.errors import AgentError, InputError
 from agent.evaluate import run_tuner, steps_to_fraction
-from agent.tuners import BASELINES, HillClimber, PolicyConfig, PolicyTuner, make_tuner
+from agent.tuners import BASELINES, HillClimber, MethodSpec, PolicyConfig, PolicyTuner, make_tuner
 
 CODEC = ActionCodec()
+
+
+class _Recording:
+    """A tuner wrapper keeping every raw suggestion: run_tuner clips what it runs, so a tuner
+    stepping outside the box would be hidden by the loop; the test reads what the tuner asked for."""
+
+    def __init__(self, tuner):
+        self.tuner, self.name, self.suggested = tuner, tuner.name, []
+
+    def suggest(self):
+        action = np.asarray(self.tuner.suggest(), dtype=float)
+        self.suggested.append(action.copy())
+        return action
+
+    def tell(self, action, metric):
+        self.tuner.tell(action, metric)
 
 
 @pytest.mark.parametrize("method", BASELINES)
 def test_every_baseline_runs_the_budget_inside_the_box(method):
     obj = AnalyticObjective(seed=3)
-    tuner = make_tuner(method, CODEC, seed=0)
+    tuner = _Recording(make_tuner(method, CODEC, seed=0))
     metrics = run_tuner(tuner, obj, 6, CODEC)
     assert len(metrics) == 7 and obj.calls == 7
+    assert len(tuner.suggested) == 6
+    for action in tuner.suggested:
+        assert action.shape == (CODEC.dim,)
+        assert np.all(np.isfinite(action)) and np.all(action >= -1.0) and np.all(action <= 1.0), (method, action)
     ref = obj(CODEC.reference())
     assert metrics[0] == ref
     if method == "default":
@@ -139,3 +159,21 @@ def test_policy_method_names_say_how_the_policy_acts():
     assert policy_acting("fs10/30k") == ("policy", None)
     # A zero scale parses; the policy tuner refuses it (test_std_scale_multiplies_the_sampling_spread).
     assert policy_acting("p:sample-std0") == ("policy-sample", 0.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "spec"),
+    [
+        ("ppo", MethodSpec("ppo")),
+        ("ppo@40k", MethodSpec("ppo@40k")),
+        ("run/40k:sample", MethodSpec("run/40k", sample=True)),
+        ("ppo:sample-std1.5", MethodSpec("ppo", sample=True, std_scale=1.5)),
+        ("a:b:sample", MethodSpec("a:b", sample=True)),
+        ("ppo:sampled", MethodSpec("ppo:sampled")),  # not the suffix: part of the name
+        ("ppo:sample-stdX", MethodSpec("ppo:sample-stdX")),
+    ],
+)
+def test_method_spec_parses_the_grammar_once_and_prints_it_back(text, spec):
+    assert MethodSpec.parse(text) == spec
+    assert MethodSpec.parse(str(spec)) == spec
+    assert spec.kind == ("policy-sample" if spec.sample else "policy")
