@@ -133,14 +133,22 @@ def test_incumbent_slot_holds_the_best_action_so_far():
     assert plain.builder.names == names[: len(plain.builder.names)]
 
 
-def test_incumbent_observation_survives_the_frame_stack_and_the_policy_config():
+def test_incumbent_observation_survives_the_frame_stack_and_the_policy_config(tmp_path):
+    import json
+
+    from agent.train import Args, policy_config
     from agent.tuners import PolicyConfig
 
     env = make_env(analytic_sampler, steps=4, frame_stack=3, incumbent=True)
     base = make_env(analytic_sampler, steps=4, frame_stack=3)
     d = SchedulerTuningEnv(analytic_sampler).codec.dim
     assert env.observation_space.shape[0] == base.observation_space.shape[0] + 3 * d
-    assert PolicyConfig(incumbent=True).incumbent and not PolicyConfig().incumbent
+    # the config training writes, read back as the tuner reads it: the flag is carried both ways
+    for incumbent in (True, False):
+        path = tmp_path / f"policy-{incumbent}.json"
+        path.write_text(json.dumps(policy_config(Args(incumbent=incumbent, frame_stack=3, steps=4), command="test")))
+        loaded = PolicyConfig.load(path)
+        assert loaded.incumbent is incumbent and loaded.frame_stack == 3
 
 
 def test_lattice_actions_step_the_box_environment_with_their_centres():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -71,12 +72,36 @@ def test_example_inventory_has_the_lab_groups():
     assert sorted(inv["k8s_cluster"]["children"]) == ["control_plane", "workers"]
 
 
+def _make_dry_run(target: str, **variables: str) -> list[list[str]]:
+    """The commands ``make -n TARGET`` would run (``setup`` taken as done), each split as the shell would."""
+    result = subprocess.run(["make", "-n", "-o", "setup", target, *(f"{k}={v}" for k, v in variables.items())],
+                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return [shlex.split(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def _playbooks(command: list[str]) -> list[str]:
+    """The playbooks of an ``ansible-playbook`` command line (after its inventory option)."""
+    (i,) = [i for i, word in enumerate(command) if word.endswith("ansible-playbook")]
+    words = command[i + 1:]
+    return [w for w in words if w.endswith(".yml")]
+
+
 def test_makefile_runs_the_playbooks_in_order():
-    makefile = (REPO / "Makefile").read_text()
-    up = [w for w in re.search(r"ansible-playbook -i \$\(INVENTORY\) (.+)", makefile).group(1).split()
-          if not w.startswith("$(")]
-    assert up == [f"ansible/{p}" for p in ["site.yml", "knative.yml", "scheduler.yml", "functions.yml", "loadgen.yml"]]
-    assert "ansible/teardown.yml" in makefile
+    up = [c for c in _make_dry_run("testbed-up", INVENTORY="inv.ini") if any(w.endswith("ansible-playbook") for w in c)]
+    assert len(up) == 1 and up[0][up[0].index("-i") + 1] == "inv.ini"
+    assert _playbooks(up[0]) == [f"ansible/{p}" for p in
+                                 ["site.yml", "knative.yml", "scheduler.yml", "functions.yml", "loadgen.yml"]]
+    (down,) = [c for c in _make_dry_run("testbed-down", INVENTORY="inv.ini")
+               if any(w.endswith("ansible-playbook") for w in c)]
+    assert _playbooks(down) == ["ansible/teardown.yml"]
+
+
+def test_makefile_without_inventory_uses_the_embedded_lab():
+    for target, verb in (("testbed-up", "up"), ("testbed-down", "down")):
+        commands = _make_dry_run(target)
+        assert [[Path(c[0]).name, *c[1:]] for c in commands] == [["scoretune", "testbed", verb]], commands
+        assert not any(any(w.endswith("ansible-playbook") for w in c) for c in commands)
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -99,7 +99,8 @@ def test_revision_pods_are_reproducible_and_replicas_differ_only_by_name() -> No
 
 
 def test_the_scheduler_reads_revision_pods_with_the_queue_proxy_request() -> None:
-    objects = pytest.importorskip("testbed.scheduler.objects")
+    from testbed.scheduler import objects  # the project's own module: a broken import fails, never skips
+
     spec = SPECS["matmul"]
     pod = objects.pod_from_k8s(revision_pod(spec, scheduler_name="tuned"))
     assert pod.requests["cpu"] == spec.cpu_request_milli + 25

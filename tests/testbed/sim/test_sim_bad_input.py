@@ -159,10 +159,10 @@ def test_no_node_fits_fails_at_once_naming_function_and_reason(group, reason):
     cluster = make_cluster([{"name": "n", "count": 3, **group}])
     specs = {"a": make_spec("a"), "big": make_spec("big", memory_request="1Gi", memory_limit="2Gi")}
     wl = make_workload([1.0, 5000.0], ["a", "big"])
-    t0 = time.perf_counter()
+    # "at once": the constructor refuses the cluster, so no simulated time passes (no timing
+    # threshold, which a loaded machine could break)
     with pytest.raises(InfeasibleClusterError) as err:
         Simulation(cluster, specs, wl, default_profile())
-    assert time.perf_counter() - t0 < 2.0
     msg = str(err.value)
     assert "function a (pod requests cpu 275m, memory 64Mi" in msg and reason in msg, msg
     assert isinstance(err.value, ClusterSpecError)
@@ -192,9 +192,11 @@ def test_sim_run_on_impossible_cluster_is_one_line_and_writes_nothing(tmp_path, 
 def test_stray_arrival_far_away_is_simulated_quickly(small_cluster, small_specs):
     """Stepping through 1e7 idle seconds took over a minute; the jump makes it instant."""
     wl = make_workload([1.0, 2.0, 1e7, 1e7 + 0.5], ["a", "b", "a", "c"])
-    t0 = time.perf_counter()
-    out = Simulation(small_cluster, small_specs, wl, default_profile()).run()
-    assert time.perf_counter() - t0 < 5.0
+    # counted, not timed: run() reports progress every 64 one-second control steps, so stepping
+    # through the 1e7 s would report ~156,000 times; the jump leaves a handful
+    reports: list[float] = []
+    out = Simulation(small_cluster, small_specs, wl, default_profile()).run(progress=lambda t, _h: reports.append(t))
+    assert len(reports) < 100, len(reports)
     assert list(out.status) == [1, 1, 1, 1] and out.sim_end_s > 1e7
     assert np.all(out.cold)  # every revision had scaled back to zero in between
 
