@@ -74,8 +74,12 @@ def test_example_inventory_has_the_lab_groups():
 
 def _make_dry_run(target: str, **variables: str) -> list[list[str]]:
     """The commands ``make -n TARGET`` would run (``setup`` taken as done), each split as the shell would."""
-    result = subprocess.run(["make", "-n", "-o", "setup", target, *(f"{k}={v}" for k, v in variables.items())],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    # a clean environment: under `make test` the outer make's MAKELEVEL/MAKEFLAGS would make this
+    # one print "Entering directory" lines and inherit the outer flags
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+    result = subprocess.run(["make", "--no-print-directory", "-n", "-o", "setup", target,
+                             *(f"{k}={v}" for k, v in variables.items())],
+                            cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     return [shlex.split(line) for line in result.stdout.splitlines() if line.strip()]
 
