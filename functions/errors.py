@@ -46,3 +46,25 @@ class InputError(ScoretuneError):
 
 class FunctionsError(ScoretuneError):
     """Errors of the function suite (unknown function, bad spec, build failure)."""
+
+
+def read_input_text(path: str | Path, *, error: type[InputError] = InputError, what: str = "a text file") -> str:
+    """The UTF-8 text of an input file, or one ``error`` naming it: missing or unreadable, a
+    directory, binary (a NUL byte), or not UTF-8 (with the offset of the first bad byte, so a user
+    can find it). A leading byte-order mark is dropped, as ``kubectl`` does. Every reader of a
+    user's YAML/JSON goes through here, so they all refuse such files the same way."""
+    p = Path(path)
+    if p.is_dir():
+        raise error(f"is a directory, not {what}", file=p)
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise error(f"cannot read: {err.strerror or err}", file=p) from None
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise error(f"a binary file (NUL byte at offset {nul}), not {what}", file=p)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise error(f"not UTF-8 text: byte 0x{raw[err.start]:02x} at offset {err.start}; expected {what}",
+                    file=p) from None

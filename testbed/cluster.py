@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from functions.errors import InputError
+from functions.errors import InputError, read_input_text
 from functions.spec import parse_quantity
 from testbed.errors import ClusterSpecError
 from testbed.scheduler.selectors import Taint  # the core/v1 Taint the scheduler matches
@@ -90,19 +90,8 @@ def quantity(
 
 
 def read_text(path: Path, *, error: type[InputError] = ClusterSpecError, what: str = "a YAML file") -> str:
-    """The file's text, or one clear error: unreadable, binary, or not UTF-8 (with the offset of
-    the first bad byte, so a user can find it)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise error(f"cannot read: {err.strerror or err}", file=path) from None
-    nul = raw.find(b"\x00")
-    if nul >= 0:
-        raise error(f"a binary file (NUL byte at offset {nul}), not {what}", file=path)
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise error(f"not UTF-8 text: byte 0x{raw[err.start]:02x} at offset {err.start}; expected {what}", file=path) from None
+    """The file's text, or one clear error (:func:`functions.errors.read_input_text`)."""
+    return read_input_text(path, error=error, what=what)
 
 
 def yaml_error_line(err: yaml.YAMLError) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 from kubernetes.utils import parse_quantity
 
+from functions.errors import read_input_text
 from testbed.errors import ConfigError
 from testbed.scheduler.selectors import (
     LabelSelector,
@@ -517,24 +518,9 @@ def pod_from_k8s(obj: Mapping[str, Any], *, file: str | None = None, where: str 
 
 
 def read_text(path: str | Path) -> str:
-    """The UTF-8 text of an input file, or one ConfigError naming the file: missing, a directory,
-    unreadable, binary (a NUL byte), or not UTF-8 (with the offset of the first bad byte). A
-    leading byte-order mark is dropped, as ``kubectl`` does."""
-    p = Path(path)
-    if p.is_dir():
-        raise ConfigError("is a directory, not a file", file=p)
-    try:
-        data = p.read_bytes()
-    except OSError as err:
-        raise ConfigError(f"cannot read: {err.strerror or err}", file=p) from None
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        raise ConfigError(f"binary data (a NUL byte at offset {nul}), not a JSON or YAML text file", file=p)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})", file=p) from None
-    return text.removeprefix("\ufeff")
+    """The UTF-8 text of an input file, or one ConfigError naming the file
+    (:func:`functions.errors.read_input_text`: missing, a directory, binary, not UTF-8)."""
+    return read_input_text(path, error=ConfigError, what="a JSON or YAML text file")
 
 
 class _StrictLoader(yaml.SafeLoader):

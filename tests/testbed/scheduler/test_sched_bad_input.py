@@ -53,7 +53,7 @@ def score_args(*, nodes=None, pod=None, pods=None, config=None) -> list[str]:
 # --- unreadable files, for every file option -----------------------------------------------------
 
 BAD_FILES = {
-    "binary": (bytes(range(256)) * 4, "binary data"),
+    "binary": (bytes(range(256)) * 4, "a binary file"),
     "not-utf8": ("profiles: [{schedulerName: caf\xe9}]\n".encode("latin-1"), "not UTF-8"),
     "truncated-yaml": (b"kind: KubeSchedulerConfiguration\nprofiles:\n  - {schedulerName: a, plugins: {score: {enabled: [{name: Imag", "line 3"),
     "truncated-json": (b'{"kind": "List", "items": [{"metadata": {"name": "a"', "not valid JSON"),
