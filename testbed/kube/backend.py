@@ -5,10 +5,14 @@ It drives a lab brought up by ``make testbed-up INVENTORY=...`` (ansible/): a se
 in a ConfigMap; every function is a Knative Service whose pods name that scheduler.
 
 - :meth:`KubeBackend.apply` validates the profile (the scheduler package's own validation, via
-  :func:`testbed.kube.render.scheduler_config`), writes the ConfigMap, rolls the Deployment by
-  changing the configuration hash on its pod template, waits until the new pods are ready *and*
-  one of them holds the leader lease (only the leader schedules), and on failure or timeout writes
-  the previous configuration back and waits for that to be ready again.
+  :func:`testbed.kube.render.scheduler_config`), creates the configuration's own immutable
+  ConfigMap (``scoretune-scheduler-config-<10 hex of its hash>``; already there is fine: same name,
+  same content), rolls the Deployment by pointing its config volume at that ConfigMap and putting
+  the hash on its pod template, waits until the new pods (carrying that hash and mounting that
+  ConfigMap) are ready *and* one of them holds the leader lease (only the leader schedules), and
+  on failure or timeout points the Deployment back at the previous ConfigMap and hash and waits for
+  that to be ready again. Then it deletes the hashed ConfigMaps beyond the last few
+  (:attr:`KubeBackend.config_history`; the one in use and the previous one are always kept).
 - :meth:`KubeBackend.reset` waits until no function pod remains. Knative's autoscaler owns the
   replica count of a revision (scaling the Deployment by hand is undone by the KPA on its next
   reconcile), so "scale every function to zero" means: no traffic, and wait for the KPA's
@@ -55,8 +59,11 @@ from testbed.kube.render import (
     IMAGE_TOOL_IMAGE,
     SchedulerSettings,
     config_hash,
+    config_map,
     config_text,
+    config_volume_patch,
     image_state_pod,
+    mounted_config_map,
     scheduler_config,
 )
 from testbed.kube.versions import KNATIVE_SERVICE_API, KUBERNETES_VERSION
@@ -556,6 +563,8 @@ class KubeBackend:
     start_lead_s: t = 0 of the replay is this long after the run starts, so Locust is up by then and
         pod times (from the watch) and request times share one clock origin.
     api_client: a ready ``kubernetes.client.ApiClient`` (tests pass one aimed at a fake API server).
+    config_history: how many of the scheduler's hashed ConfigMaps apply() keeps (at least 2: the one
+        in use and the previous one, which a rollback returns to; then the newest others).
     """
 
     kubeconfig: str | None = None
@@ -574,10 +583,16 @@ class KubeBackend:
     api_client: Any = None
     image_state: ImageState = field(default_factory=ImageState)
     image_tool: str = IMAGE_TOOL_IMAGE
+    config_history: int = 3
     name: str = field(default="kube", init=False)
 
     def __post_init__(self) -> None:
         from kubernetes import client, config
+
+        if isinstance(self.config_history, bool) or not isinstance(self.config_history, int) \
+                or self.config_history < 2:
+            raise TestbedError(f"config_history must be an integer >= 2 (the ConfigMap in use and the previous "
+                               f"one), got {self.config_history!r}")
 
         if self.api_client is None:
             try:
@@ -607,15 +622,17 @@ class KubeBackend:
 
     # --- API calls with clear errors ----------------------------------------------------------
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, allow: Sequence[int] = (), **kwargs: Any) -> Any:
         """One API request; an API error or an unreachable server becomes a TestbedError naming
-        ``what`` was being done."""
+        ``what`` was being done. An error whose status is in ``allow`` returns None instead."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
             return fn(*args, _request_timeout=self.timeouts.api_s, **kwargs)
         except ApiException as err:
+            if err.status in allow:
+                return None
             raise TestbedError(f"Kubernetes API: {what} failed: {_api_message(err)}") from None
         except HTTPError as err:
             raise TestbedError(f"Kubernetes API at {self.host}: {what} failed: {err}") from None
@@ -627,24 +644,26 @@ class KubeBackend:
         s = self.settings
         text = config_text(scheduler_config(profile, s))
         digest = config_hash(text)
-        cm = self._call(f"reading ConfigMap {s.namespace}/{s.config_map_name}",
-                        self._core.read_namespaced_config_map, s.config_map_name, s.namespace)
-        previous_text = (cm.data or {}).get(CONFIG_KEY)
+        name = s.config_map_name(digest)
         dep = self._call(f"reading Deployment {s.namespace}/{s.scheduler_name}",
                          self._apps.read_namespaced_deployment, s.scheduler_name, s.namespace)
         previous_digest = (dep.spec.template.metadata.annotations or {}).get(CONFIG_HASH_ANNOTATION)
-        if previous_text == text and previous_digest == digest:
+        previous_name = mounted_config_map(dep.spec.template.spec)
+        if previous_name == name and previous_digest == digest:
             log.info("scheduler configuration %s is already applied", digest)
-            self._wait_ready(digest, self.timeouts.rollout_s, "the current configuration")
+            self._check_config_map(name, text, digest)
+            self._wait_ready(digest, name, self.timeouts.rollout_s, "the current configuration")
         else:
+            self._create_config_map(text, digest)  # nothing runs on it yet: a failure here changes nothing
             try:
-                self._write(text, digest)
-                self._wait_ready(digest, self.timeouts.rollout_s, "the new configuration")
-            except TestbedError as err:  # also a failed write: the ConfigMap may hold the new text
-                self._rollback(err, previous_text, previous_digest)
+                self._point(digest, name)
+                self._wait_ready(digest, name, self.timeouts.rollout_s, "the new configuration")
+            except TestbedError as err:  # also a failed patch: the Deployment may name the new ConfigMap
+                self._rollback(err, previous_name, previous_digest)
+            self._collect({name, previous_name} - {None})
         self._profile = profile
         self._digest = digest
-        log.info("scheduler %s/%s runs configuration %s", s.namespace, s.scheduler_name, digest)
+        log.info("scheduler %s/%s runs configuration %s (ConfigMap %s)", s.namespace, s.scheduler_name, digest, name)
 
     def restore(self, profile: Profile, *, why: str) -> dict[str, Any]:
         """Put the scheduler back on ``profile`` (the reference, or the confirmed best if one was
@@ -672,33 +691,80 @@ class KubeBackend:
         return restoring(self, fallback, state=lambda: f"the scheduler may still run configuration "
                                                        f"{self._digest or 'unknown'} (kube status shows it)")
 
-    def _write(self, text: str | None, digest: str | None) -> None:
+    def _check_config_map(self, name: str, text: str, digest: str) -> None:
+        """The ConfigMap ``name`` holds ``text`` and is immutable, so it can never hold anything
+        else: what proves the file a pod mounting it reads is configuration ``digest``."""
         s = self.settings
-        self._call(f"updating ConfigMap {s.namespace}/{s.config_map_name}", self._core.patch_namespaced_config_map,
-                   s.config_map_name, s.namespace, {"data": {CONFIG_KEY: text}})
-        patch = {"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH_ANNOTATION: digest}}}}}
-        self._call(f"rolling Deployment {s.namespace}/{s.scheduler_name}", self._apps.patch_namespaced_deployment,
-                   s.scheduler_name, s.namespace, patch)
+        cm = self._call(f"reading ConfigMap {s.namespace}/{name}", self._core.read_namespaced_config_map,
+                        name, s.namespace)
+        held = (cm.data or {}).get(CONFIG_KEY)
+        if held != text:
+            got = "no " + CONFIG_KEY if held is None else f"configuration {config_hash(held)}"
+            raise TestbedError(f"ConfigMap {s.namespace}/{name} holds {got}, not configuration {digest}: it was not "
+                               f"created by scoretune; delete it (kubectl -n {s.namespace} delete configmap {name}) "
+                               f"and apply again")
+        if cm.immutable is not True:
+            raise TestbedError(f"ConfigMap {s.namespace}/{name} is not immutable, so nothing proves the scheduler "
+                               f"reads configuration {digest} from it; delete it (kubectl -n {s.namespace} delete "
+                               f"configmap {name}) and apply again")
 
-    def _rollback(self, err: TestbedError, previous_text: str | None, previous_digest: str | None) -> None:
+    def _create_config_map(self, text: str, digest: str) -> None:
+        """Create the configuration's immutable ConfigMap; 409 AlreadyExists is fine once its
+        content is checked (same name, same content: an earlier apply or Ansible made it)."""
+        s = self.settings
+        name = s.config_map_name(digest)
+        created = self._call(f"creating ConfigMap {s.namespace}/{name}", self._core.create_namespaced_config_map,
+                             s.namespace, config_map(text, s), allow=(409,))
+        if created is None:
+            log.info("ConfigMap %s/%s already exists", s.namespace, name)
+            self._check_config_map(name, text, digest)
+
+    def _point(self, digest: str, name: str) -> None:
+        """Roll the Deployment onto configuration ``digest`` held by ConfigMap ``name``."""
+        s = self.settings
+        self._call(f"rolling Deployment {s.namespace}/{s.scheduler_name}", self._apps.patch_namespaced_deployment,
+                   s.scheduler_name, s.namespace, config_volume_patch(digest, name))
+
+    def _rollback(self, err: TestbedError, previous_name: str | None, previous_digest: str | None) -> None:
         s = self.settings
         log.error("%s; rolling back to the previous configuration", err)
-        if previous_text is None:
+        if previous_name is None or previous_digest is None:
             raise TestbedError(f"{err}; there is no previous configuration to roll back to") from None
         try:
-            self._write(previous_text, previous_digest)
-            self._wait_ready(previous_digest, self.timeouts.rollback_s, "the previous configuration")
+            self._point(previous_digest, previous_name)
+            self._wait_ready(previous_digest, previous_name, self.timeouts.rollback_s, "the previous configuration")
         except TestbedError as again:
             raise TestbedError(f"{err}; rolling back to the previous configuration also failed: {again}") from None
         raise TestbedError(
             f"{err}; rolled back: {s.namespace}/{s.scheduler_name} runs the previous configuration "
-            f"({previous_digest}) again"
+            f"({previous_digest}, ConfigMap {previous_name}) again"
         ) from None
 
-    def _wait_ready(self, digest: str | None, timeout_s: float, what: str) -> None:
+    def _collect(self, keep: set[str]) -> None:
+        """Delete this scheduler's hashed ConfigMaps beyond :attr:`config_history`: ``keep`` (the
+        one in use, the previous one) stay, then the newest others. Never fails the apply: a
+        ConfigMap left over is only clutter."""
+        s = self.settings
+        try:
+            listed = self._call(f"listing the ConfigMaps of {s.namespace}/{s.scheduler_name}",
+                                self._core.list_namespaced_config_map, s.namespace,
+                                label_selector=s.config_selector).items or []
+            others = sorted((cm for cm in listed if cm.metadata.name.startswith(s.config_map_prefix)
+                             and cm.metadata.name not in keep),
+                            key=lambda cm: (_ts(cm.metadata.creation_timestamp) or 0.0, cm.metadata.name), reverse=True)
+            for cm in others[max(0, self.config_history - len(keep)):]:
+                self._call(f"deleting ConfigMap {s.namespace}/{cm.metadata.name}",
+                           self._core.delete_namespaced_config_map, cm.metadata.name, s.namespace, allow=(404,))
+                log.info("deleted the old scheduler ConfigMap %s/%s", s.namespace, cm.metadata.name)
+        except TestbedError as err:
+            log.warning("could not delete old scheduler ConfigMaps: %s", err)
+
+    def _wait_ready(self, digest: str, config_map_name: str, timeout_s: float, what: str) -> None:
         """Until the Deployment has rolled out (kubectl's ``rollout status`` rules), the pods with
         ``digest`` are ready, and one of them holds the lease; a pod of the new ReplicaSet that
-        crash-loops or cannot pull its image fails at once with the container's own reason."""
+        crash-loops or cannot pull its image fails at once with the container's own reason, and
+        one that carries ``digest`` but mounts another ConfigMap than ``config_map_name`` fails
+        too (its file is not the configuration its hash names)."""
         s = self.settings
         deadline = time.monotonic() + timeout_s
         waiting = "the Deployment to be observed"
@@ -708,6 +774,11 @@ class KubeBackend:
             pods = self._call(f"listing the pods of {s.namespace}/{s.scheduler_name}", self._core.list_namespaced_pod,
                               s.namespace, label_selector=s.label_selector).items or []
             mine = [p for p in pods if (p.metadata.annotations or {}).get(CONFIG_HASH_ANNOTATION) == digest]
+            for p in mine:
+                mounted = mounted_config_map(p.spec)
+                if mounted != config_map_name:
+                    raise TestbedError(f"scheduler pod {p.metadata.name} carries {what} {digest} but mounts ConfigMap "
+                                       f"{mounted or 'none'}, not {config_map_name}")
             broken = self._broken(mine)
             if broken:
                 raise TestbedError(f"scheduler pod with {what} failed: {broken}")
@@ -783,14 +854,17 @@ class KubeBackend:
         s = self.settings
         dep = self._call(f"reading Deployment {s.namespace}/{s.scheduler_name}",
                          self._apps.read_namespaced_deployment, s.scheduler_name, s.namespace)
-        cm = self._call(f"reading ConfigMap {s.namespace}/{s.config_map_name}",
-                        self._core.read_namespaced_config_map, s.config_map_name, s.namespace)
-        text = (cm.data or {}).get(CONFIG_KEY)
+        name = mounted_config_map(dep.spec.template.spec)
+        cm = None if name is None else self._call(f"reading ConfigMap {s.namespace}/{name}",
+                                                   self._core.read_namespaced_config_map, name, s.namespace)
+        text = None if cm is None else (cm.data or {}).get(CONFIG_KEY)
         running = (dep.spec.template.metadata.annotations or {}).get(CONFIG_HASH_ANNOTATION)
         waiting = self._rollout_waiting(dep)
         scheduler = {
             "deployment": f"{s.namespace}/{s.scheduler_name}",
             "config_hash": running,
+            "config_map": name,
+            "config_map_immutable": cm is not None and cm.immutable is True,
             "config_map_matches": text is not None and config_hash(text) == running,
             "rolled_out": waiting is None,
             "waiting_for": waiting,

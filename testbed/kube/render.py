@@ -19,7 +19,14 @@ differences from the guide:
   ClusterRole, which the API server re-reconciles, so a small Role grants the lease instead;
 - the pod template carries a hash of the configuration, so a new configuration is a new
   ReplicaSet: the Deployment controller rolls it out (``maxUnavailable: 0``: the old scheduler
-  keeps running until the new one is ready) and a rollback is a return to the previous hash.
+  keeps running until the new one is ready) and a rollback is a return to the previous hash;
+- each configuration lives in its own *immutable* ConfigMap named after its hash
+  (``scoretune-scheduler-config-<10 hex>``), and the pod template's volume names that ConfigMap.
+  A pod's annotation and its volume then say exactly which file it mounted: the API server refuses
+  any change of an immutable ConfigMap's data (kubernetes/kubernetes
+  ``pkg/apis/core/validation/validation.go`` ``ValidateConfigMapUpdate``: "field is immutable when
+  `immutable` is set"), and a pod's volumes cannot change either, so no lazy kubelet refresh of a
+  mounted ConfigMap can put a running scheduler on a file other than the one its hash names.
 """
 
 from __future__ import annotations
@@ -48,6 +55,11 @@ log = logging.getLogger(__name__)
 SCHEDULER_NAME = "scoretune-scheduler"
 CONFIG_KEY = "config.yaml"
 CONFIG_HASH_ANNOTATION = "scoretune.dev/config-hash"
+CONFIG_OF_LABEL = "scoretune.dev/config-of"
+"""On every hashed scheduler ConfigMap: the scheduler it configures (what garbage collection lists)."""
+CONFIG_VOLUME = "config-volume"
+CONFIG_NAME_HEX = 10
+"""Hex digits of the configuration hash in a ConfigMap's name (the annotation has all of them)."""
 PART_OF = {"app.kubernetes.io/part-of": "scoretune"}
 FUNCTION_LABEL = "scoretune.io/function"
 """On every function's Knative Service (and its pods): which function it is."""
@@ -83,8 +95,19 @@ class SchedulerSettings:
             raise ConfigError(f"must be >= 1, got {self.replicas}", field="replicas")
 
     @property
-    def config_map_name(self) -> str:
-        return f"{self.scheduler_name}-config"
+    def config_map_prefix(self) -> str:
+        """Every hashed ConfigMap of this scheduler is named ``PREFIX<first 10 hex of the hash>``."""
+        return f"{self.scheduler_name}-config-"
+
+    def config_map_name(self, digest: str) -> str:
+        """The immutable ConfigMap holding the configuration whose hash is ``digest``: same name,
+        same content, so creating it again is a no-op (409 AlreadyExists) and never a change."""
+        return f"{self.config_map_prefix}{digest[:CONFIG_NAME_HEX]}"
+
+    @property
+    def config_selector(self) -> str:
+        """The label selector of this scheduler's hashed ConfigMaps (garbage collection)."""
+        return f"{CONFIG_OF_LABEL}={self.scheduler_name}"
 
     @property
     def config_dir(self) -> str:
@@ -226,13 +249,44 @@ def rbac_objects(settings: SchedulerSettings = SchedulerSettings()) -> list[dict
 
 
 def config_map(text: str, settings: SchedulerSettings = SchedulerSettings()) -> dict[str, Any]:
-    """The ConfigMap holding the configuration text under ``config.yaml``."""
+    """The immutable ConfigMap holding the configuration text under ``config.yaml``, named and
+    annotated with its hash (one per configuration; see the module docstring)."""
+    digest = config_hash(text)
+    meta = _meta(settings.config_map_name(digest), settings)
+    meta["labels"][CONFIG_OF_LABEL] = settings.scheduler_name
+    meta["annotations"] = {CONFIG_HASH_ANNOTATION: digest}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(settings.config_map_name, settings),
+        "metadata": meta,
+        "immutable": True,
         "data": {CONFIG_KEY: text},
     }
+
+
+def config_volume_patch(digest: str, config_map_name: str) -> dict[str, Any]:
+    """The strategic merge patch that puts the Deployment on configuration ``digest``: the hash on
+    the pod template and its config volume on ``config_map_name`` (``SchedulerSettings.
+    config_map_name(digest)``, or the name a rollback returns to). Volumes merge by ``name``, so
+    the other fields of the volume and of the pod stay as rendered."""
+    return {"spec": {"template": {
+        "metadata": {"annotations": {CONFIG_HASH_ANNOTATION: digest}},
+        "spec": {"volumes": [{"name": CONFIG_VOLUME, "configMap": {"name": config_map_name}}]},
+    }}}
+
+
+def mounted_config_map(pod_spec: Any) -> str | None:
+    """The ConfigMap a pod spec (dict or client model) mounts as the scheduler's config volume."""
+    volumes = pod_spec.get("volumes") if isinstance(pod_spec, dict) else getattr(pod_spec, "volumes", None)
+    for vol in volumes or []:
+        name = vol.get("name") if isinstance(vol, dict) else getattr(vol, "name", None)
+        if name != CONFIG_VOLUME:
+            continue
+        cm = vol.get("configMap") if isinstance(vol, dict) else getattr(vol, "config_map", None)
+        if cm is None:
+            return None
+        return cm.get("name") if isinstance(cm, dict) else getattr(cm, "name", None)
+    return None
 
 
 def _probe(initial_delay_s: int | None) -> dict[str, Any]:
@@ -246,7 +300,8 @@ def _probe(initial_delay_s: int | None) -> dict[str, Any]:
 
 def deployment(config_digest: str, settings: SchedulerSettings = SchedulerSettings()) -> dict[str, Any]:
     """The scheduler Deployment: the official image, flags as in the upstream guide (``--config``),
-    probes on 10259 /healthz over HTTPS, and the configuration hash on the pod template."""
+    probes on 10259 /healthz over HTTPS, the configuration hash on the pod template and the config
+    volume on that hash's ConfigMap."""
     pod_spec: dict[str, Any] = {
         "serviceAccountName": settings.scheduler_name,
         "priorityClassName": "system-cluster-critical",
@@ -264,12 +319,12 @@ def deployment(config_digest: str, settings: SchedulerSettings = SchedulerSettin
                 "readinessProbe": _probe(None),
                 "resources": {"requests": {"cpu": settings.cpu_request, "memory": settings.memory_request}},
                 "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
-                "volumeMounts": [{"name": "config-volume", "mountPath": settings.config_dir, "readOnly": True}],
+                "volumeMounts": [{"name": CONFIG_VOLUME, "mountPath": settings.config_dir, "readOnly": True}],
             }
         ],
         "hostNetwork": False,
         "hostPID": False,
-        "volumes": [{"name": "config-volume", "configMap": {"name": settings.config_map_name}}],
+        "volumes": [{"name": CONFIG_VOLUME, "configMap": {"name": settings.config_map_name(config_digest)}}],
     }
     if settings.on_control_plane:
         pod_spec["nodeSelector"] = {"node-role.kubernetes.io/control-plane": ""}
@@ -696,6 +751,8 @@ def summary_json(result: dict[str, list[str]]) -> str:
 
 __all__ = [
     "CONFIG_HASH_ANNOTATION",
+    "CONFIG_OF_LABEL",
+    "CONFIG_VOLUME",
     "FUNCTION_LABEL",
     "CONFIG_KEY",
     "IMAGE_MODES",
@@ -710,6 +767,8 @@ __all__ = [
     "SchedulerSettings",
     "config_hash",
     "config_map",
+    "config_volume_patch",
+    "mounted_config_map",
     "config_text",
     "deployment",
     "dump_all",

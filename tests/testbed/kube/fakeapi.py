@@ -2,7 +2,7 @@
 
 A stand-in for a real cluster (none is available where these tests run): a threaded HTTP server
 on 127.0.0.1 that speaks the REST shapes the official ``kubernetes`` client uses for the calls the
-backend makes — ConfigMaps and Deployments (GET, PATCH), pods (list and chunked ``watch=true``
+backend makes — ConfigMaps (create, list, GET, PATCH, PUT, DELETE), Deployments (GET, PATCH), pods (list and chunked ``watch=true``
 streams), Leases, nodes, Knative Services through the custom-objects paths — and records every
 request, so a test can check the exact sequence of calls. It also plays the controllers the
 backend waits on, deterministically:
@@ -15,6 +15,16 @@ backend waits on, deterministically:
 - the Knative autoscaler at the end of a run: function pods disappear after ``drain_after`` lists;
 - Knative's ingress: a POST whose Host is a route creates that function's pod on the first request
   (ADDED -> scheduled -> Ready watch events) and answers with ``X-Scoretune-Node``.
+
+The API server's own rules it enforces:
+
+- an immutable ConfigMap (``immutable: true``) refuses any update of ``data``/``binaryData`` or
+  of ``immutable`` itself with 422 Invalid, "field is immutable when `immutable` is set", as
+  kubernetes/kubernetes ``pkg/apis/core/validation/validation.go`` ``ValidateConfigMapUpdate``
+  does (metadata may still change); creating a ConfigMap whose name exists is 409 AlreadyExists;
+- a Deployment PATCH is a strategic merge: lists of volumes and containers merge by ``name``;
+  the pods of a rollout get the template's volumes, and a pod whose ConfigMap does not exist
+  never starts (the kubelet's FailedMount).
 
 And it models the faults a real lab has (each driven by a test through the backend):
 
@@ -50,17 +60,45 @@ from testbed.kube.backend import KubeBackend, KubeTimeouts
 NOW = "2026-12-02T10:00:00Z"
 
 
+MERGE_BY_NAME = frozenset({"volumes", "containers", "volumeMounts", "env"})
+"""Lists a strategic merge patch merges item by item on ``name`` (their ``patchMergeKey`` in
+k8s.io/api core/v1 types.go); other lists are replaced, as in a JSON merge patch."""
+
+
 def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """JSON merge patch (RFC 7386); strategic merge agrees with it for the maps patched here."""
+    """Strategic merge patch for the shapes patched here: JSON merge patch (RFC 7386) for maps,
+    lists in ``MERGE_BY_NAME`` merged by ``name``."""
     out = copy.deepcopy(base)
     for k, v in patch.items():
         if v is None:
             out.pop(k, None)
         elif isinstance(v, dict) and isinstance(out.get(k), dict):
             out[k] = merge(out[k], v)
+        elif k in MERGE_BY_NAME and isinstance(v, list) and isinstance(out.get(k), list):
+            items = out[k]
+            for item in v:
+                at = next((i for i, old in enumerate(items) if old.get("name") == item.get("name")), None)
+                if at is None:
+                    items.append(copy.deepcopy(item))
+                else:
+                    items[at] = merge(items[at], item)
         else:
             out[k] = copy.deepcopy(v)
     return out
+
+
+def configmap_update_errors(new: dict[str, Any], old: dict[str, Any]) -> list[str]:
+    """kubernetes/kubernetes pkg/apis/core/validation/validation.go ``ValidateConfigMapUpdate``:
+    once ``immutable`` is true, neither it nor ``data`` nor ``binaryData`` may change."""
+    if old.get("immutable") is not True:
+        return []
+    errors = []
+    if new.get("immutable") is not True:
+        errors.append("immutable: Forbidden: field is immutable when `immutable` is set")
+    for key in ("data", "binaryData"):
+        if (new.get(key) or None) != (old.get(key) or None):
+            errors.append(f"{key}: Forbidden: field is immutable when `immutable` is set")
+    return errors
 
 
 def selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
@@ -100,6 +138,7 @@ class FakeKube:
         self.events: list[tuple[int, str, dict[str, Any]]] = []
         self.pods: dict[str, dict[str, Any]] = {}
         self.configmaps: dict[str, dict[str, Any]] = {}
+        self.created = 0
         self.deployments: dict[str, dict[str, Any]] = {}
         self.services: dict[str, dict[str, Any]] = {}
         self.lease_holder: str | None = None
@@ -201,7 +240,7 @@ class FakeKube:
         for obj in objects:
             name = obj["metadata"]["name"]
             if obj["kind"] == "ConfigMap":
-                self.configmaps[name] = copy.deepcopy(obj) | {"metadata": {**obj["metadata"], "resourceVersion": "1"}}
+                self._store_configmap(obj)
             elif obj["kind"] == "Deployment":
                 dep = copy.deepcopy(obj)
                 dep["metadata"]["generation"] = 1
@@ -209,7 +248,17 @@ class FakeKube:
                 self.deployments[name] = dep
                 self._settle(dep, digest, "ready")
 
-    def _scheduler_pod(self, digest: str, *, state: str) -> dict[str, Any]:
+    def _store_configmap(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A new ConfigMap as the API server stores it: resourceVersion, uid, creation time (one
+        second after the previous one, so "newest" is well defined)."""
+        cm = copy.deepcopy(obj)
+        self.created += 1
+        cm["metadata"].update(resourceVersion=self._next_rv(), uid=f"uid-{self.rv}",
+                              creationTimestamp=f"2026-12-02T10:{self.created // 60:02d}:{self.created % 60:02d}Z")
+        self.configmaps[cm["metadata"]["name"]] = cm
+        return cm
+
+    def _scheduler_pod(self, digest: str, *, state: str, volumes: list[dict[str, Any]]) -> dict[str, Any]:
         name = f"{self.scheduler_name}-{digest[:6]}-abcde"
         ready = "True" if state == "ready" else "False"
         status: dict[str, Any] = {"phase": "Running" if state != "pending" else "Pending",
@@ -230,7 +279,8 @@ class FakeKube:
             "metadata": {"name": name, "namespace": self.ns,
                          "labels": {"app.kubernetes.io/name": self.scheduler_name},
                          "annotations": {"scoretune.dev/config-hash": digest}},
-            "spec": {"containers": [{"name": "kube-scheduler", "image": "registry.k8s.io/kube-scheduler"}]},
+            "spec": {"containers": [{"name": "kube-scheduler", "image": "registry.k8s.io/kube-scheduler"}],
+                     "volumes": copy.deepcopy(volumes)},
             "status": status,
         }
 
@@ -241,8 +291,9 @@ class FakeKube:
                if p["metadata"]["labels"].get("app.kubernetes.io/name") == self.scheduler_name}
         for name in old:
             self.pods.pop(name)
+        volumes = dep["spec"]["template"]["spec"].get("volumes") or []
         if outcome == "ready":
-            pod = self._scheduler_pod(digest, state="ready")
+            pod = self._scheduler_pod(digest, state="ready", volumes=volumes)
             self.pods[pod["metadata"]["name"]] = pod
             holder = pod["metadata"]["name"] + "_0f6e3b1c-uuid"
             if self.lease_delay and self.lease_holder is not None:
@@ -259,7 +310,7 @@ class FakeKube:
             serving = [p for p in old.values() if p["status"]["conditions"][0]["status"] == "True"]
             for p in serving:
                 self.pods[p["metadata"]["name"]] = p
-            pod = self._scheduler_pod(digest, state=outcome)
+            pod = self._scheduler_pod(digest, state=outcome, volumes=volumes)
             self.pods[pod["metadata"]["name"]] = pod
             dep["status"] = {"observedGeneration": gen, "replicas": 2, "updatedReplicas": 1, "readyReplicas": 1,
                              "availableReplicas": 1, "unavailableReplicas": 1,
@@ -366,6 +417,9 @@ class FakeKube:
             def do_POST(self) -> None:
                 fake._dispatch(self, "POST")
 
+            def do_PUT(self) -> None:
+                fake._dispatch(self, "PUT")
+
             def do_DELETE(self) -> None:
                 fake._dispatch(self, "DELETE")
 
@@ -380,7 +434,7 @@ class FakeKube:
             return self._ingress(h, host)
         watch = query.get("watch") in ("true", "True", "1")
         self.calls.append(f"{method} {path}" + (" watch" if watch else ""))
-        body = h._body() if method in ("PATCH", "POST", "DELETE") else None
+        body = h._body() if method in ("PATCH", "POST", "PUT", "DELETE") else None
         if body is not None:
             self.bodies.append((f"{method} {path}", body, h.headers.get("Content-Type")))
         key = next((k for k in (f"{method} {path}", path) if k in self.fail_paths), None)
@@ -389,6 +443,7 @@ class FakeKube:
             return h._status(code, "InternalError" if code >= 500 else "Forbidden", msg)
         ns_re = r"/namespaces/([^/]+)"
         routes = [
+            (rf"/api/v1{ns_re}/configmaps", self._configmaps),
             (rf"/api/v1{ns_re}/configmaps/([^/]+)", self._configmap),
             (rf"/apis/apps/v1{ns_re}/deployments/([^/]+)", self._deployment),
             (rf"/api/v1{ns_re}/pods", self._pods),
@@ -406,15 +461,37 @@ class FakeKube:
                 return fn(h, method, *m.groups(), body=body, query=query)
         h._status(404, "NotFound", f"the server could not find the requested resource {path}")
 
+    def _configmaps(self, h: Any, method: str, ns: str, *, body: Any, query: dict[str, str]) -> None:
+        with self.lock:
+            if method == "POST":
+                name = body["metadata"]["name"]
+                if ns != self.ns:
+                    return h._status(404, "NotFound", f'namespaces "{ns}" not found')
+                if name in self.configmaps:
+                    return h._status(409, "AlreadyExists", f'configmaps "{name}" already exists')
+                return h._send(201, self._store_configmap(body | {"metadata": {**body["metadata"], "namespace": ns}}))
+            items = [cm for cm in self.configmaps.values() if ns == self.ns
+                     and selector_matches(query.get("labelSelector"), cm["metadata"].get("labels") or {})]
+            h._send(200, {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
+                          "items": copy.deepcopy(items)})
+
     def _configmap(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
         with self.lock:
             cm = self.configmaps.get(name)
             if cm is None or ns != self.ns:
                 return h._status(404, "NotFound", f'configmaps "{name}" not found')
-            if method == "PATCH":
-                cm = merge(cm, body)
-                cm["metadata"]["resourceVersion"] = self._next_rv()
-                self.configmaps[name] = cm
+            if method in ("PATCH", "PUT"):
+                new = merge(cm, body) if method == "PATCH" else copy.deepcopy(body)
+                errors = configmap_update_errors(new, cm)
+                if errors:
+                    return h._status(422, "Invalid", f'ConfigMap "{name}" is invalid: [{", ".join(errors)}]'
+                                     if len(errors) > 1 else f'ConfigMap "{name}" is invalid: {errors[0]}')
+                new["metadata"] = {**cm["metadata"], **new.get("metadata", {}), "resourceVersion": self._next_rv()}
+                self.configmaps[name] = cm = new
+            elif method == "DELETE":
+                self.configmaps.pop(name)
+                return h._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success",
+                                     "details": {"name": name, "kind": "configmaps"}})
             h._send(200, cm)
 
     def _deployment(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
@@ -429,8 +506,11 @@ class FakeKube:
                     dep["metadata"]["generation"] += 1
                     self._pending_reads = self.observe_delay
                     digest = dep["spec"]["template"]["metadata"]["annotations"]["scoretune.dev/config-hash"]
-                    text = self.configmaps[f"{name}-config"]["data"]["config.yaml"]
-                    self._target = (digest, self.outcome(text))
+                    mounted = next((v["configMap"]["name"] for v in dep["spec"]["template"]["spec"]["volumes"]
+                                    if v["name"] == "config-volume"), None)
+                    cm = self.configmaps.get(mounted or "")
+                    # no such ConfigMap: the kubelet's FailedMount, the pod never starts
+                    self._target = (digest, self.outcome(cm["data"]["config.yaml"]) if cm else "pending")
                 self.deployments[name] = dep
                 return h._send(200, dep)
             if self._pending_reads > 0:

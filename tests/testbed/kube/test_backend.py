@@ -16,10 +16,19 @@ from loadgen.workload import make_workload
 from testbed.backend import Backend
 from testbed.errors import ConfigError, TestbedError
 from testbed.kube.backend import KubeBackend, fill_nodes
-from testbed.kube.render import CONFIG_HASH_ANNOTATION, CONFIG_KEY, config_hash, config_text, scheduler_config
+from testbed.kube.render import (
+    CONFIG_HASH_ANNOTATION,
+    CONFIG_KEY,
+    config_hash,
+    config_map,
+    config_text,
+    config_volume_patch,
+    mounted_config_map,
+    scheduler_config,
+)
 from testbed.scheduler.config import default_profile, profile_from_weights, profile_record
 
-CM = "/api/v1/namespaces/kube-system/configmaps/scoretune-scheduler-config"
+CMS = "/api/v1/namespaces/kube-system/configmaps"
 DEP = "/apis/apps/v1/namespaces/kube-system/deployments/scoretune-scheduler"
 PODS = "/api/v1/namespaces/kube-system/pods"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/scoretune-scheduler"
@@ -34,6 +43,22 @@ def _text(profile) -> str:
     return config_text(scheduler_config(profile))
 
 
+def _cm_name(profile) -> str:
+    return f"scoretune-scheduler-config-{config_hash(_text(profile))[:10]}"
+
+
+def _cm(profile) -> str:
+    return f"{CMS}/{_cm_name(profile)}"
+
+
+def _mounted(fake) -> str | None:
+    return mounted_config_map(fake.deployments["scoretune-scheduler"]["spec"]["template"]["spec"])
+
+
+def _running(fake) -> str:
+    return fake.deployments["scoretune-scheduler"]["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH_ANNOTATION]
+
+
 def test_it_is_a_backend(backend):
     assert isinstance(backend, Backend) and backend.name == "kube"
 
@@ -41,48 +66,149 @@ def test_it_is_a_backend(backend):
 def test_apply_writes_rolls_and_waits_for_the_lease(fake, backend):
     backend.apply(BINPACK)
     assert squeeze(fake.calls) == [
-        f"GET {CM}", f"GET {DEP}",
-        f"PATCH {CM}", f"PATCH {DEP}",
+        f"GET {DEP}",
+        f"POST {CMS}", f"PATCH {DEP}",  # the configuration's own ConfigMap, then the Deployment onto it
         f"GET {DEP}", f"GET {PODS}",  # the Deployment controller has not observed the change yet
         f"GET {DEP}", f"GET {PODS}", f"GET {LEASE}",
+        f"GET {CMS}",  # garbage collection: two ConfigMaps, both kept
     ]
-    (cm_call, cm_body, cm_type), (dep_call, dep_body, _) = fake.bodies
-    assert cm_body == {"data": {CONFIG_KEY: _text(BINPACK)}}
-    assert dep_body == {"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH_ANNOTATION: config_hash(_text(BINPACK))}}}}}
-    assert cm_type == "application/strategic-merge-patch+json"
-    shipped = yaml.safe_load(fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY])
+    (cm_call, cm_body, _), (dep_call, dep_body, dep_type) = fake.bodies
+    assert cm_body == config_map(_text(BINPACK))
+    assert cm_body["immutable"] is True and cm_body["metadata"]["name"] == _cm_name(BINPACK)
+    assert cm_body["metadata"]["annotations"] == {CONFIG_HASH_ANNOTATION: config_hash(_text(BINPACK))}
+    assert dep_body == config_volume_patch(config_hash(_text(BINPACK)), _cm_name(BINPACK))
+    assert dep_type == "application/strategic-merge-patch+json"
+    shipped = yaml.safe_load(fake.configmaps[_cm_name(BINPACK)]["data"][CONFIG_KEY])
     assert shipped["profiles"][0]["schedulerName"] == "scoretune-scheduler"
+    # the Deployment, and the pod that holds the lease, mount exactly that ConfigMap
+    assert _mounted(fake) == _cm_name(BINPACK) and _running(fake) == config_hash(_text(BINPACK))
+    leader = next(p for p in fake.pods.values() if fake.lease_holder.startswith(p["metadata"]["name"]))
+    assert mounted_config_map(leader["spec"]) == _cm_name(BINPACK)
     assert fake.lease_holder.startswith(f"scoretune-scheduler-{config_hash(_text(BINPACK))[:6]}")
+    assert set(fake.configmaps) == {_cm_name(default_profile("scoretune-scheduler")), _cm_name(BINPACK)}
 
 
-def test_applying_the_running_configuration_only_checks_it(fake, backend):
+def test_applying_the_running_configuration_creates_nothing(fake, backend):
     backend.apply(BINPACK)
     fake.calls.clear()
+    fake.bodies.clear()
+    before = {k: v["metadata"]["resourceVersion"] for k, v in fake.configmaps.items()}
     backend.apply(BINPACK)
-    # the read of the Deployment for its hash and the first status read collapse into one
-    assert fake.calls == [f"GET {CM}", f"GET {DEP}", f"GET {DEP}", f"GET {PODS}", f"GET {LEASE}"]
+    # the read of the Deployment for its hash and the first status read collapse into one; the
+    # ConfigMap is read to check it holds the configuration and is immutable, never written
+    assert fake.calls == [f"GET {DEP}", f"GET {_cm(BINPACK)}", f"GET {DEP}", f"GET {PODS}", f"GET {LEASE}"]
+    assert fake.bodies == []
+    assert {k: v["metadata"]["resourceVersion"] for k, v in fake.configmaps.items()} == before
+
+
+def test_a_configuration_that_already_has_its_configmap_is_not_recreated(fake, backend):
+    """Applied before, then another one, then back: 409 AlreadyExists, content checked, no new object."""
+    backend.apply(BINPACK)
+    backend.apply(SPREAD)
+    fake.calls.clear()
+    backend.apply(BINPACK)
+    assert squeeze(fake.calls)[:4] == [f"GET {DEP}", f"POST {CMS}", f"GET {_cm(BINPACK)}", f"PATCH {DEP}"]
+    assert _mounted(fake) == _cm_name(BINPACK) and _running(fake) == config_hash(_text(BINPACK))
+
+
+def test_a_foreign_configmap_with_the_name_is_refused(fake, backend):
+    """Same name but another content, or mutable: it proves nothing, so the Deployment is not moved."""
+    name = _cm_name(BINPACK)
+    fake._store_configmap({"metadata": {"name": name, "namespace": "kube-system"}, "data": {CONFIG_KEY: "junk"}})
+    with pytest.raises(TestbedError, match=rf"^ConfigMap kube-system/{name} holds configuration [0-9a-f]{{16}}, not "
+                                           rf"configuration {config_hash(_text(BINPACK))}: .*delete configmap {name}"):
+        backend.apply(BINPACK)
+    assert f"PATCH {DEP}" not in fake.calls
+    fake.configmaps[name]["data"][CONFIG_KEY] = _text(BINPACK)
+    with pytest.raises(TestbedError, match=rf"^ConfigMap kube-system/{name} is not immutable"):
+        backend.apply(BINPACK)
+    assert f"PATCH {DEP}" not in fake.calls
+
+
+def test_the_fake_refuses_to_mutate_an_immutable_configmap_like_the_api_server(fake, backend):
+    """kubernetes/kubernetes ValidateConfigMapUpdate: data, binaryData and immutable are frozen."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    backend.apply(BINPACK)
+    core = client.CoreV1Api(backend.api_client)
+    name = _cm_name(BINPACK)
+    for call, body in ((core.patch_namespaced_config_map, {"data": {CONFIG_KEY: _text(SPREAD)}}),
+                       (core.patch_namespaced_config_map, {"binaryData": {"x": "eA=="}}),
+                       (core.replace_namespaced_config_map, {**fake.configmaps[name], "data": {CONFIG_KEY: "x"}})):
+        with pytest.raises(ApiException) as err:
+            call(name, "kube-system", body)
+        assert err.value.status == 422
+        status = json.loads(err.value.body)
+        assert status["reason"] == "Invalid"
+        assert status["message"].startswith(f'ConfigMap "{name}" is invalid: ')
+        assert "Forbidden: field is immutable when `immutable` is set" in status["message"]
+    with pytest.raises(ApiException, match="immutable: Forbidden") as err:
+        core.patch_namespaced_config_map(name, "kube-system", {"immutable": False})
+    assert fake.configmaps[name]["data"][CONFIG_KEY] == _text(BINPACK) and fake.configmaps[name]["immutable"] is True
+    # metadata may change (ValidateObjectMetaUpdate only)
+    core.patch_namespaced_config_map(name, "kube-system", {"metadata": {"labels": {"extra": "yes"}}})
+    assert fake.configmaps[name]["metadata"]["labels"]["extra"] == "yes"
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_config_map("kube-system", config_map(_text(BINPACK)))
+    assert err.value.status == 409
+
+
+def test_old_configmaps_are_collected_keeping_the_one_in_use_and_the_previous(fake):
+    backend = make_backend(fake)
+    backend.config_history = 2
+    profiles = [profile_from_weights({"NodeResourcesFit": w}) for w in (6, 7, 8, 9)]
+    for p in profiles:
+        backend.apply(p)
+    assert set(fake.configmaps) == {_cm_name(profiles[-2]), _cm_name(profiles[-1])}
+    deleted = [c for c in fake.calls if c.startswith("DELETE")]
+    assert deleted == [f"DELETE {_cm(default_profile('scoretune-scheduler'))}", f"DELETE {_cm(profiles[0])}",
+                       f"DELETE {_cm(profiles[1])}"]
+    backend.close()
+
+
+def test_collection_keeps_the_newest_up_to_the_history_and_ignores_other_configmaps(fake, backend):
+    fake._store_configmap({"metadata": {"name": "scoretune-scheduler-config", "namespace": "kube-system",
+                                        "labels": {"app.kubernetes.io/name": "scoretune-scheduler"}},
+                           "data": {CONFIG_KEY: "legacy"}})
+    profiles = [profile_from_weights({"NodeResourcesFit": w}) for w in (6, 7, 8, 9)]
+    for p in profiles:
+        backend.apply(p)
+    assert set(fake.configmaps) == {"scoretune-scheduler-config", *(_cm_name(p) for p in profiles[-3:])}
+
+
+def test_a_failed_collection_does_not_fail_the_apply(fake, backend, caplog):
+    fake.fail_paths[f"GET {CMS}"] = (403, 'configmaps is forbidden: User "lab" cannot list')
+    backend.apply(BINPACK)
+    assert _mounted(fake) == _cm_name(BINPACK)
+    assert "could not delete old scheduler ConfigMaps" in caplog.text
+
+
+def test_config_history_below_two_is_refused(fake):
+    with pytest.raises(TestbedError, match="config_history must be an integer >= 2"):
+        make_backend(fake).__class__(api_client=make_backend(fake).api_client, config_history=1)
 
 
 def test_a_crashing_scheduler_is_rolled_back(fake, backend):
     backend.apply(BINPACK)
-    good = fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY]
+    good = _text(BINPACK)
     fake.outcome = lambda text: "crash" if text == _text(SPREAD) else "ready"
     fake.calls.clear()
     with pytest.raises(TestbedError) as err:
         backend.apply(SPREAD)
     msg = str(err.value)
     assert "CrashLoopBackOff" in msg and "couldn't create scheduler: invalid configuration" in msg
-    assert "rolled back" in msg and config_hash(good) in msg
+    assert "rolled back" in msg and config_hash(good) in msg and _cm_name(BINPACK) in msg
     assert squeeze(fake.calls) == [
-        f"GET {CM}", f"GET {DEP}",
-        f"PATCH {CM}", f"PATCH {DEP}",
+        f"GET {DEP}",
+        f"POST {CMS}", f"PATCH {DEP}",
         f"GET {DEP}", f"GET {PODS}",  # the new pod crash-loops: give up at once
-        f"PATCH {CM}", f"PATCH {DEP}",  # the previous configuration, the previous hash
+        f"PATCH {DEP}",  # the previous ConfigMap, the previous hash
         f"GET {DEP}", f"GET {PODS}", f"GET {DEP}", f"GET {PODS}", f"GET {LEASE}",
     ]
-    assert fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY] == good
-    annotations = fake.deployments["scoretune-scheduler"]["spec"]["template"]["metadata"]["annotations"]
-    assert annotations[CONFIG_HASH_ANNOTATION] == config_hash(good)
+    assert _mounted(fake) == _cm_name(BINPACK) and _running(fake) == config_hash(good)
+    assert fake.bodies[-1][1] == config_volume_patch(config_hash(good), _cm_name(BINPACK))
+    assert fake.configmaps[_cm_name(BINPACK)]["data"][CONFIG_KEY] == good  # never rewritten
 
 
 def test_a_scheduler_that_never_gets_ready_times_out_and_is_rolled_back(fake):
@@ -95,10 +221,21 @@ def test_a_scheduler_that_never_gets_ready_times_out_and_is_rolled_back(fake):
                           "kube-system/scoretune-scheduler, the new configuration ")
     assert "rolled back" in msg
     calls = squeeze(fake.calls)
-    assert calls[:4] == [f"GET {CM}", f"GET {DEP}", f"PATCH {CM}", f"PATCH {DEP}"]
-    assert calls[-7:] == [f"PATCH {CM}", f"PATCH {DEP}", f"GET {DEP}", f"GET {PODS}", f"GET {DEP}", f"GET {PODS}",
-                          f"GET {LEASE}"]
+    assert calls[:3] == [f"GET {DEP}", f"POST {CMS}", f"PATCH {DEP}"]
+    assert calls[-6:] == [f"PATCH {DEP}", f"GET {DEP}", f"GET {PODS}", f"GET {DEP}", f"GET {PODS}", f"GET {LEASE}"]
+    assert _mounted(fake) == _cm_name(default_profile("scoretune-scheduler"))
     backend.close()
+
+
+def test_a_pod_that_mounts_another_configmap_than_its_hash_names_fails(fake, backend):
+    """The hash annotation alone proves nothing: the pod's volume must name that hash's ConfigMap."""
+    backend.apply(BINPACK)
+    for pod in fake.pods.values():
+        pod["spec"]["volumes"][0]["configMap"]["name"] = "scoretune-scheduler-config"
+    with pytest.raises(TestbedError, match=r"scheduler pod scoretune-scheduler-\w+-abcde carries the current "
+                                           r"configuration [0-9a-f]{16} but mounts ConfigMap scoretune-scheduler-config, "
+                                           rf"not {_cm_name(BINPACK)}"):
+        backend.apply(BINPACK)
 
 
 def test_a_failed_rollback_says_both(fake, backend):
@@ -116,10 +253,19 @@ def test_an_invalid_profile_never_reaches_the_cluster(fake, backend):
 
 
 def test_a_missing_scheduler_says_what_is_missing(fake, backend):
-    fake.configmaps.clear()
-    with pytest.raises(TestbedError, match=r"^Kubernetes API: reading ConfigMap kube-system/scoretune-scheduler-config "
-                                           r'failed: 404 Not Found: configmaps "scoretune-scheduler-config" not found$'):
+    fake.deployments.clear()
+    with pytest.raises(TestbedError, match=r"^Kubernetes API: reading Deployment kube-system/scoretune-scheduler "
+                                           r'failed: 404 Not Found: deployments.apps "scoretune-scheduler" not found$'):
         backend.apply(BINPACK)
+
+
+def test_a_configmap_that_cannot_be_created_changes_nothing(fake, backend):
+    fake.fail_paths[f"POST {CMS}"] = (403, 'configmaps is forbidden: User "lab" cannot create')
+    with pytest.raises(TestbedError, match=rf"^Kubernetes API: creating ConfigMap kube-system/{_cm_name(BINPACK)} "
+                                           r"failed: 403 Forbidden: configmaps is forbidden"):
+        backend.apply(BINPACK)
+    assert fake.calls == [f"GET {DEP}", f"POST {CMS}"]
+    assert _mounted(fake) == _cm_name(default_profile("scoretune-scheduler"))
 
 
 def test_an_api_error_names_the_call(fake, backend):
@@ -132,7 +278,7 @@ def test_an_api_error_names_the_call(fake, backend):
 def test_an_unreachable_api_server_names_the_address(fake):
     backend = make_backend(fake, api_s=2.0)
     fake.stop()
-    with pytest.raises(TestbedError, match=rf"^Kubernetes API at {fake.url}: reading ConfigMap"):
+    with pytest.raises(TestbedError, match=rf"^Kubernetes API at {fake.url}: reading Deployment"):
         backend.apply(BINPACK)
 
 
@@ -238,7 +384,6 @@ def test_a_watch_that_breaks_during_the_run_fails_it(fake, backend, tmp_path):
 
 def test_a_failed_write_is_rolled_back(fake, backend):
     backend.apply(BINPACK)
-    good = fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY]
     fake.calls.clear()
     fake.fail_paths[f"PATCH {DEP}"] = (500, "etcdserver: leader changed")
     with pytest.raises(TestbedError) as err:
@@ -247,9 +392,8 @@ def test_a_failed_write_is_rolled_back(fake, backend):
         "Kubernetes API: rolling Deployment kube-system/scoretune-scheduler failed: 500 Internal Server Error: "
         "etcdserver: leader changed; rolling back to the previous configuration also failed: Kubernetes API: "
         "rolling Deployment kube-system/scoretune-scheduler failed: 500 Internal Server Error: etcdserver: leader changed")
-    assert fake.calls[:3] == [f"GET {CM}", f"GET {DEP}", f"PATCH {CM}"]
-    assert fake.calls[3:6] == [f"PATCH {DEP}", f"PATCH {CM}", f"PATCH {DEP}"]
-    assert fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY] == good
+    assert fake.calls == [f"GET {DEP}", f"POST {CMS}", f"PATCH {DEP}", f"PATCH {DEP}"]
+    assert _mounted(fake) == _cm_name(BINPACK)
 
 
 def test_a_function_that_is_not_deployed_fails_the_run(fake, backend, tmp_path):
@@ -319,6 +463,8 @@ def test_cli_status_reports_the_scheduler_and_the_functions(fake, tmp_path):
     status = json.loads(result.output[result.output.index("{"):])
     sched = status["scheduler"]
     assert sched["rolled_out"] and sched["config_map_matches"] and sched["waiting_for"] is None
+    assert sched["config_map"] == f"scoretune-scheduler-config-{sched['config_hash'][:10]}"
+    assert sched["config_map_immutable"] is True
     assert sched["leader"].startswith(f"scoretune-scheduler-{sched['config_hash'][:6]}")
     assert status["functions"]["fn-a"] == {"ready": True, "url": "http://fn-a.default.example.com",
                                            "scheduler": "scoretune-scheduler", "pods": 0}
@@ -336,7 +482,7 @@ def test_cli_apply_rolls_the_lab_scheduler_through_a_kubeconfig(fake, tmp_path):
     config.write_text(yaml.safe_dump(config_to_dict(SchedulerConfig(profiles=(BINPACK,)))))
     result = CliRunner().invoke(app, ["kube", "apply", "--config", str(config), "--kubeconfig", str(kubeconfig)])
     assert result.exit_code == 0, result.output + str(result.exception)
-    assert f"PATCH {CM}" in fake.calls and f"PATCH {DEP}" in fake.calls
-    shipped = yaml.safe_load(fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY])
+    assert f"POST {CMS}" in fake.calls and f"PATCH {DEP}" in fake.calls
+    shipped = yaml.safe_load(fake.configmaps[_mounted(fake)]["data"][CONFIG_KEY])
     assert shipped["profiles"][0]["schedulerName"] == "scoretune-scheduler"  # renamed from default-scheduler
     assert shipped["profiles"][0]["pluginConfig"][0]["args"]["scoringStrategy"]["type"] == "MostAllocated"

@@ -270,3 +270,38 @@ def test_cli_render_refuses_an_impossible_image_source(tmp_path, args, field, wo
     message = result.output + str(result.exception)
     assert f"field {field}: " in message and words in message
     assert not (tmp_path / "out").exists()
+
+
+def test_each_configuration_has_its_own_immutable_configmap_and_the_deployment_mounts_it(profile):
+    """Issue 16 item 6: one immutable ConfigMap per configuration hash, named after the hash, and
+    the pod template's config volume naming exactly it (no mutable ConfigMap a pod could see change)."""
+    other = profile_from_weights({"NodeResourcesFit": 7})
+    docs = {p: render.scheduler_objects(p) for p in (profile, other)}
+    names = set()
+    for objects in docs.values():
+        cm, dep = objects[-2], objects[-1]
+        text = cm["data"][CONFIG_KEY]
+        digest = config_hash(text)
+        assert cm["immutable"] is True
+        assert cm["metadata"]["name"] == f"scoretune-scheduler-config-{digest[:10]}"
+        assert cm["metadata"]["annotations"] == {CONFIG_HASH_ANNOTATION: digest}
+        assert cm["metadata"]["labels"]["app.kubernetes.io/name"] == "scoretune-scheduler"
+        assert cm["metadata"]["labels"]["scoretune.dev/config-of"] == "scoretune-scheduler"
+        template = dep["spec"]["template"]
+        assert template["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] == digest
+        assert render.mounted_config_map(template["spec"]) == cm["metadata"]["name"]
+        names.add(cm["metadata"]["name"])
+    assert len(names) == 2
+
+
+def test_the_volume_patch_is_valid_against_the_deployment_schema(profile):
+    """The backend's strategic merge patch, applied to the rendered Deployment, gives the Deployment
+    rendered for the new configuration (volumes merge by name) and still validates --strict."""
+    from fakeapi import merge
+
+    other = profile_from_weights({"NodeResourcesFit": 7})
+    old, new = render.scheduler_objects(profile)[-1], render.scheduler_objects(other)[-1]
+    digest = new["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH_ANNOTATION]
+    patched = merge(old, render.config_volume_patch(digest, SchedulerSettings().config_map_name(digest)))
+    assert patched == new
+    kubernetes_validate.validate(patched, KUBERNETES_VERSION, strict=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.kube.render import CONFIG_KEY, config_text, scheduler_config
+from testbed.kube.render import CONFIG_KEY, config_text, mounted_config_map, scheduler_config
 from testbed.scheduler.config import default_profile, profile_from_weights
 
 REFERENCE = default_profile("scoretune-scheduler")
@@ -21,7 +21,9 @@ CANDIDATE = profile_from_weights({"NodeResourcesFit": 9}, strategy="MostAllocate
 
 
 def _running(fake) -> str:
-    return fake.configmaps["scoretune-scheduler-config"]["data"][CONFIG_KEY]
+    """The configuration the Deployment's config volume mounts (its own immutable ConfigMap)."""
+    name = mounted_config_map(fake.deployments["scoretune-scheduler"]["spec"]["template"]["spec"])
+    return fake.configmaps[name]["data"][CONFIG_KEY]
 
 
 def test_an_exception_in_the_loop_restores_the_fallback(fake, backend):
@@ -47,7 +49,7 @@ def test_sigterm_restores_and_puts_the_old_handler_back(fake, backend):
 
 def test_a_restore_that_fails_says_what_the_cluster_runs(fake, backend):
     backend.apply(CANDIDATE)
-    fake.fail_paths["PATCH /api/v1/namespaces/kube-system/configmaps/scoretune-scheduler-config"] = (500, "etcd down")
+    fake.fail_paths["PATCH /apis/apps/v1/namespaces/kube-system/deployments/scoretune-scheduler"] = (500, "etcd down")
     rec = backend.restore(REFERENCE, why="test")
     assert rec["restored"] is False and "etcd down" in rec["error"]
     assert rec["state"].startswith("the scheduler may still run configuration ")

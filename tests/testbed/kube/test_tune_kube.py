@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from agent.cli import app
 from loadgen.workload import make_workload, write_workload
 
-CM = "/api/v1/namespaces/kube-system/configmaps/scoretune-scheduler-config"
+CMS = "/api/v1/namespaces/kube-system/configmaps"
+DEP = "/apis/apps/v1/namespaces/kube-system/deployments/scoretune-scheduler"
 
 
 @pytest.mark.slow
@@ -41,5 +42,8 @@ def test_tune_backend_kube_runs_the_loop(fake, tmp_path):
     runs = sorted(p for p in (out / "runs").rglob("summary.json"))
     assert len(runs) >= 3  # the reference and two steps
     assert all(not json.loads(p.read_text())["failed"] for p in runs)
-    # two new configurations were rolled out (the reference is the one already running)
-    assert squeeze(fake.calls).count(f"PATCH {CM}") >= 2
+    # two new configurations were rolled out (the reference is the one already running), each
+    # from its own immutable ConfigMap
+    calls = squeeze(fake.calls)
+    assert calls.count(f"PATCH {DEP}") >= 2 and calls.count(f"POST {CMS}") >= 2
+    assert all(cm["immutable"] is True for cm in fake.configmaps.values())
