@@ -73,15 +73,6 @@ class TraceFile(BaseModel):
         return (self.path, *self.aliases)
 
 
-class Trace(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    description: str
-    source: str
-    license: str = ""
-    citation: str = ""
-    files: tuple[TraceFile, ...] = Field(min_length=1)
-
-
 class ManualTrace(BaseModel):
     """A release the readers accept but with no pinned checksum: fetched by hand from ``source``."""
 
@@ -90,6 +81,12 @@ class ManualTrace(BaseModel):
     source: str
     license: str = ""
     citation: str = ""
+
+
+class Trace(ManualTrace):
+    """A trace scoretune fetches: the same record, plus its pinned files."""
+
+    files: tuple[TraceFile, ...] = Field(min_length=1)
 
 
 class Registry(BaseModel):
