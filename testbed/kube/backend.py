@@ -651,7 +651,10 @@ class KubeBackend:
         previous_name = mounted_config_map(dep.spec.template.spec)
         if previous_name == name and previous_digest == digest:
             log.info("scheduler configuration %s is already applied", digest)
-            self._check_config_map(name, text, digest)
+            if not self._check_config_map(name, text, digest, missing_ok=True):
+                # deleted by hand: the running pod keeps its mounted copy, a restarted one would not start
+                log.warning("ConfigMap %s/%s of the running configuration is gone; creating it again", s.namespace, name)
+                self._create_config_map(text, digest)
             self._wait_ready(digest, name, self.timeouts.rollout_s, "the current configuration")
         else:
             self._create_config_map(text, digest)  # nothing runs on it yet: a failure here changes nothing
@@ -691,12 +694,15 @@ class KubeBackend:
         return restoring(self, fallback, state=lambda: f"the scheduler may still run configuration "
                                                        f"{self._digest or 'unknown'} (kube status shows it)")
 
-    def _check_config_map(self, name: str, text: str, digest: str) -> None:
+    def _check_config_map(self, name: str, text: str, digest: str, *, missing_ok: bool = False) -> bool:
         """The ConfigMap ``name`` holds ``text`` and is immutable, so it can never hold anything
-        else: what proves the file a pod mounting it reads is configuration ``digest``."""
+        else: what proves the file a pod mounting it reads is configuration ``digest``. False:
+        it does not exist (only with ``missing_ok``)."""
         s = self.settings
         cm = self._call(f"reading ConfigMap {s.namespace}/{name}", self._core.read_namespaced_config_map,
-                        name, s.namespace)
+                        name, s.namespace, allow=(404,) if missing_ok else ())
+        if cm is None:
+            return False
         held = (cm.data or {}).get(CONFIG_KEY)
         if held != text:
             got = "no " + CONFIG_KEY if held is None else f"configuration {config_hash(held)}"
@@ -707,6 +713,7 @@ class KubeBackend:
             raise TestbedError(f"ConfigMap {s.namespace}/{name} is not immutable, so nothing proves the scheduler "
                                f"reads configuration {digest} from it; delete it (kubectl -n {s.namespace} delete "
                                f"configmap {name}) and apply again")
+        return True
 
     def _create_config_map(self, text: str, digest: str) -> None:
         """Create the configuration's immutable ConfigMap; 409 AlreadyExists is fine once its

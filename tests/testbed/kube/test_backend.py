@@ -184,9 +184,22 @@ def test_a_failed_collection_does_not_fail_the_apply(fake, backend, caplog):
     assert "could not delete old scheduler ConfigMaps" in caplog.text
 
 
-def test_config_history_below_two_is_refused(fake):
+@pytest.mark.parametrize("history", [1, 0, -3, True, 2.5, "3"])
+def test_config_history_below_two_is_refused(fake, history):
+    from kubernetes import client
+
     with pytest.raises(TestbedError, match="config_history must be an integer >= 2"):
-        make_backend(fake).__class__(api_client=make_backend(fake).api_client, config_history=1)
+        KubeBackend(api_client=client.ApiClient(client.Configuration(host=fake.url)), config_history=history)
+
+
+def test_a_running_configuration_whose_configmap_was_deleted_gets_it_back(fake, backend):
+    backend.apply(BINPACK)
+    fake.configmaps.pop(_cm_name(BINPACK))
+    fake.calls.clear()
+    backend.apply(BINPACK)
+    assert fake.calls[:3] == [f"GET {DEP}", f"GET {_cm(BINPACK)}", f"POST {CMS}"]
+    assert fake.configmaps[_cm_name(BINPACK)]["immutable"] is True
+    assert f"PATCH {DEP}" not in fake.calls
 
 
 def test_a_crashing_scheduler_is_rolled_back(fake, backend):
