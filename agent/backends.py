@@ -9,7 +9,7 @@ where workloads come from: a Parquet file, the lab workload (``lab``), or a scen
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,9 @@ class KubeOptions:
     context: str | None = None
     namespace: str = "default"
     ingress_url: str | None = None
+    cold_nodes: list[str] = field(default_factory=list)
+    """Nodes whose function-image cache ``reset()`` purges before every step; every other node
+    holds every function image (:class:`testbed.kube.backend.ImageState`)."""
 
 
 def resolve_workload(workload: str, *, seed: int = 0) -> tuple[Any, str | None]:
@@ -73,7 +76,10 @@ def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | 
         from testbed.kube.backend import KubeBackend
 
         k = kube or KubeOptions()
-        return KubeBackend(kubeconfig=k.kubeconfig, context=k.context, namespace=k.namespace, ingress_url=k.ingress_url)
+        from testbed.kube.backend import ImageState
+
+        return KubeBackend(kubeconfig=k.kubeconfig, context=k.context, namespace=k.namespace, ingress_url=k.ingress_url,
+                           image_state=ImageState(cold_nodes=tuple(k.cold_nodes)))
     raise AgentError(f"unknown backend {name!r}; valid: {list(BACKENDS)}")
 
 

@@ -249,7 +249,7 @@ _RESUME_OPTIONS = {
     "method": "--method", "steps": "--steps", "metric": "--metric", "repeats": "--repeats", "seed": "--seed",
     "max_reruns": "--max-reruns", "confirm": "--confirm", "max_dispatch_lag_p99_s": "--max-dispatch-lag-s",
     "max_late_share": "--max-late-share", "kubeconfig": "--kubeconfig", "context": "--context",
-    "namespace": "--namespace", "ingress_url": "--ingress-url",
+    "namespace": "--namespace", "ingress_url": "--ingress-url", "cold_nodes": "--cold-nodes",
 }
 """Config field (or backend option) -> the ``tune`` option that sets it, for resume errors."""
 
@@ -320,6 +320,8 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
         health = dataclasses.replace(health, max_late_share=values["max_late_share"])
     overrides["health"] = HealthBounds(**dataclasses.asdict(health))
     kube = {k: values[k] for k in ("kubeconfig", "context", "namespace", "ingress_url") if k in given}
+    if "cold_nodes" in given:
+        kube["cold_nodes"] = _node_names(values["cold_nodes"])
     if kube:
         if stored.backend != "kube":
             refuse(_RESUME_OPTIONS[next(iter(kube))], f"backend {stored.backend}", next(iter(kube.values())))
@@ -379,6 +381,8 @@ class TuneArgs:
     context: str | None = _opt("kube: kubeconfig context.", None)
     namespace: str = _opt("kube: namespace of the functions.", "default")
     ingress_url: str | None = _opt("kube: Kourier's address, e.g. http://10.0.0.11:31080.", None)
+    cold_nodes: str | None = _opt("kube: nodes (comma-separated) whose function-image cache is purged before "
+                                  "every step; the others hold every image.", None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -402,6 +406,19 @@ class TunePreset:
 
 
 EMBEDDED_DEFAULT = TunePreset("embedded-default", backend="auto", workload="lab", policy=SHIPPED_POLICY, confirm=3)
+
+
+def _node_names(text: str | None) -> list[str]:
+    """``a,b`` as node names (DNS-1123 subdomains, as Kubernetes names nodes), each once."""
+    import re
+
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    for n in names:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", n):
+            raise AgentError(f"--cold-nodes: {n!r} is not a Kubernetes node name")
+    if len(set(names)) != len(names):
+        raise AgentError(f"--cold-nodes: a node is named twice in {text!r}")
+    return names
 
 
 def tune_config(args: TuneArgs, given: set[str]) -> Any:
@@ -429,7 +446,8 @@ def tune_config(args: TuneArgs, given: set[str]) -> Any:
         steps=args.steps, metric=args.metric, repeats=args.repeats, seed=args.seed,
         policy=str(policy) if policy else None, max_reruns=args.max_reruns, confirm=max(args.confirm, 0),
         health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),
-        backend_options=dataclasses.asdict(KubeOptions(args.kubeconfig, args.context, args.namespace, args.ingress_url))
+        backend_options=dataclasses.asdict(KubeOptions(args.kubeconfig, args.context, args.namespace, args.ingress_url,
+                                                       cold_nodes=_node_names(args.cold_nodes)))
         if args.backend == "kube" else {},
     ).with_absolute_paths()
 
