@@ -100,9 +100,8 @@ class Registry(BaseModel):
         if name in self.manual:
             m = self.manual[name]
             raise TraceError(f"{name} has no pinned checksum and is not fetched by scoretune; download it from "
-                             f"{m.source} and point `scoretune workload from-trace` at the unpacked files",
-                             field="name")
-        raise TraceError(f"unknown trace {name!r}; known: {', '.join(sorted(self.traces))}", field="name")
+                             f"{m.source} and point `scoretune workload from-trace` at the unpacked files")
+        raise TraceError(f"unknown trace {name!r}; known: {', '.join(sorted(self.traces))}")
 
     def owner(self, relpath: str) -> tuple[str, TraceFile] | None:
         """The trace and file that a path (or alias) under the trace directory belongs to."""

@@ -62,10 +62,10 @@ def fetch_command(
     """Download traces from their pinned sources, check their SHA-256 and store them."""
     reg = load_registry(registry)
     if all_ and names:
-        raise TraceError("give trace names or --all, not both", field="names")
+        raise TraceError("give trace names or --all, not both")
     chosen = list(reg.traces) if all_ else list(dict.fromkeys(names or []))
     if not chosen:
-        raise TraceError("name a trace to fetch or pass --all (see `scoretune traces list`)", field="names")
+        raise TraceError("name a trace to fetch or pass --all (see `scoretune traces list`)")
     for name in chosen:
         reg.get(name)  # every name is checked before anything is downloaded
     typer.echo(f"trace directory: {trace_dir()}")
