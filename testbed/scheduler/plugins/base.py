@@ -22,6 +22,7 @@ through the :class:`Cluster` view the framework passes it.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
@@ -83,8 +84,9 @@ class Cluster(Protocol):
         ...
 
 
-class ScorePlugin:
-    """Base class of the score plugins; see the module docstring for the contract."""
+class ScorePlugin(abc.ABC):
+    """Base class of the score plugins; see the module docstring for the contract. A plugin
+    must say how it pre-scores and scores; the rest has defaults."""
 
     name: ClassVar[str]
     upstream: ClassVar[str]
@@ -110,8 +112,11 @@ class ScorePlugin:
     def prepare(self, c: Cluster, t: Template) -> Any:
         return None
 
+    @abc.abstractmethod
     def pre_score(self, c: Cluster, t: Template, prepared: Any, args: Any) -> Any:
-        raise NotImplementedError
+        """Per template and profile: the state ``score`` needs, or None for upstream's Skip."""
 
+    @abc.abstractmethod
     def score(self, c: Cluster, state: Any, idx: np.ndarray) -> np.ndarray | None:
-        raise NotImplementedError
+        """Score plus NormalizeScore: int64 0..100 per candidate node ``idx``, or None for a Skip
+        known only at scoring time."""
