@@ -98,14 +98,19 @@ def test_deep_nesting_is_an_error_not_a_recursion_traceback(tmp_path):
 # --- nodes, pods: bad quantities and shapes -------------------------------------------------------
 
 
-def _nodes_file(tmp_path: Path, **patch) -> Path:
-    n = node_obj("n1", capacity={"cpu": "4", "memory": "8Gi", "pods": "110"}, labels={"kubernetes.io/hostname": "n1"})
+def _patch(obj: dict, patch: dict) -> None:
+    """Set ``a__b__c=value`` paths in a nested object (the tests' way of naming one field)."""
     for dotted, value in patch.items():
-        cur = n
+        cur = obj
         keys = dotted.split("__")
         for k in keys[:-1]:
             cur = cur[k]
         cur[keys[-1]] = value
+
+
+def _nodes_file(tmp_path: Path, **patch) -> Path:
+    n = node_obj("n1", capacity={"cpu": "4", "memory": "8Gi", "pods": "110"}, labels={"kubernetes.io/hostname": "n1"})
+    _patch(n, patch)
     p = tmp_path / "nodes.json"
     p.write_text(json.dumps({"kind": "List", "items": [n]}))
     return p
@@ -147,12 +152,7 @@ def _pod(requests=None, **patch) -> dict:
     p = json.loads((EX / "pod.json").read_text())
     if requests is not None:
         p["spec"]["containers"][0]["resources"]["requests"] = requests
-    for dotted, value in patch.items():
-        cur = p
-        keys = dotted.split("__")
-        for k in keys[:-1]:
-            cur = cur[k]
-        cur[keys[-1]] = value
+    _patch(p, patch)
     return p
 
 
