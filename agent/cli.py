@@ -121,12 +121,20 @@ app.add_typer(functions_app, name="functions", help="The function suite: list, i
 bench_app.command("functions", help="Function runtime: time to ready, per-request overhead, pod rendering.")(bench_functions)
 
 from agent.bench import bench_agent  # noqa: E402
-from agent.cli_commands import combine_command, evaluate_command, train_command, tune_command  # noqa: E402
+from agent.cli_commands import (  # noqa: E402
+    combine_command,
+    evaluate_command,
+    lab_table_command,
+    train_command,
+    tune_command,
+)
 
 app.command("train", help="Train a tuning policy (SB3 PPO/SAC) on the simulator.")(train_command)
 app.command("evaluate", help="Every method on every held-out scenario: results table and plots.")(evaluate_command)
 app.command("combine", help="One results table from several `evaluate` outputs, rescored together.")(combine_command)
 app.command("tune", help="One live tuning experiment on sim, local or kube (JSONL log, resume, best config).")(tune_command)
+app.command("lab-table", help="The paper's table on the embedded lab: live experiments per lab scenario and method.")(
+    lab_table_command)
 bench_app.command("agent", help="Environment steps/s on the simulator, tuner overhead, policy inference.")(bench_agent)
 
 app.add_typer(bench_app, name="bench")

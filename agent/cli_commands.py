@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import typing
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,17 @@ log = logging.getLogger(__name__)
 console = Console()
 
 SHIPPED_POLICY = Path(__file__).resolve().parent / "policies" / "scoretune-ppo.zip"
+NOISE_CALIBRATION = Path(__file__).resolve().parent.parent / "docs" / "results" / "noise" / "lab-small.yaml"
+"""The embedded lab's measured noise (`scoretune calibrate --noise`), the noisy protocol's default."""
+
+
+class Protocol(StrEnum):
+    """``scoretune evaluate --protocol``."""
+
+    NOISE_FREE = "noise-free"
+    NOISY = "noisy"
+
+
 
 
 # --- train: the dataclass's fields become the options ---------------------------------------------
@@ -140,6 +152,15 @@ def evaluate_command(
     oracle_only: bool = typer.Option(False, "--oracle-only", metavar="", help="Only compute and cache the oracle (DIR/oracle.json)."),
     sim_seed: int = typer.Option(-1, min=-1, max=2**32 - 1, help="Fix the simulator's seed (one objective per scenario; seeds then vary "
                                  "only the tuners). -1: the simulator's seed follows the seed."),
+    protocol: Protocol = typer.Option(Protocol.NOISE_FREE, help="noise-free: one simulator seed per objective, "
+                                      "profiles memoised; noisy: every run a fresh seed and a calibrated "
+                                      "measurement error, methods scored by the true quality of the profile "
+                                      "they apply (agent/noisy_evaluate.py)."),
+    noise: Path = typer.Option(NOISE_CALIBRATION, help="noisy: the noise calibration (`scoretune calibrate --noise`)."),
+    budgets: str = typer.Option("1,2,3,5,10,20", help="noisy: the budgets (runs after the reference) of the budget "
+                                "table, comma-separated; each is its own experiment."),
+    truth_seeds: int = typer.Option(10, min=2, max=10_000, help="noisy: simulator seeds a profile's true value is "
+                                    "the mean over (never drawn by a measurement)."),
 ) -> None:
     """Run every method on every held-out scenario and write the results table and plots."""
     from agent.evaluate import evaluate
@@ -160,6 +181,11 @@ def evaluate_command(
         policies[name] = file
     policies.update(checkpoint_policies(checkpoints))
     method_list = [m for m in methods.split(",") if m]
+    if protocol == Protocol.NOISY:
+        _evaluate_noisy(names, policies, method_list, seeds=seeds, out=out, noise=noise, steps=steps, budgets=budgets,
+                        truth_seeds=truth_seeds, oracle_runs=oracle_runs, metric=metric.value, jobs=jobs,
+                        seed_offset=seed_offset, split=split, oracle_only=oracle_only, sim_seed=sim_seed)
+        return
     if oracle_only:
         method_list, policies = [], {}
     table = evaluate(
@@ -174,6 +200,39 @@ def evaluate_command(
     best_baseline = json.loads((out / "evaluation.json").read_text()).get("best_baseline")
     console.print(terminal_table(table, best_baseline))
     console.print(f"wrote {out}/table.md, table.csv, results.csv, tuning-curves.png, final-improvement.png")
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise AgentError(f"{option} {text!r}: expected comma-separated integers") from None
+    if not values or min(values) < 1 or max(values) > 10_000:
+        raise AgentError(f"{option} {text!r}: expected integers in 1..10000")
+    return values
+
+
+def _evaluate_noisy(names: list[str], policies: dict[str, str], method_list: list[str], *, seeds: int, out: Path,
+                    noise: Path, steps: int, budgets: str, truth_seeds: int, oracle_runs: int, metric: str, jobs: int,
+                    seed_offset: int, split: str, oracle_only: bool, sim_seed: int) -> None:
+    from agent.noisy_evaluate import evaluate_noisy
+    from testbed.local.noise import load_noise_model
+
+    if oracle_only:
+        raise AgentError("--oracle-only is for the noise-free protocol (the noisy one caches its oracle profiles "
+                         "in DIR/oracle-profiles.json as it runs)")
+    if sim_seed >= 0:
+        raise AgentError("--sim-seed fixes the simulator's seed, which the noisy protocol draws afresh for every run")
+    model = load_noise_model(noise, metric)
+    evaluate_noisy(
+        names, seeds=seeds, out_dir=out, noise=model, methods=method_list, policies=policies, steps=steps,
+        budgets=_int_list(budgets, "--budgets"), truth_seeds=truth_seeds, oracle_runs=oracle_runs, metric=metric,
+        jobs=jobs, seed_offset=seed_offset,
+        config={"split": split, "command": "scoretune evaluate " + " ".join(_argv_tail("evaluate"))},
+    )
+    console.print(f"noise: {model.to_dict()} from {noise}")
+    console.print((out / "table.md").read_text())
+    console.print(f"wrote {out}/table.md, table.csv, budget.md, budget.csv, results.csv, evaluation.json")
 
 
 def terminal_table(table: Any, best_baseline: str | None) -> Table:
@@ -217,6 +276,44 @@ def combine_command(
     best_baseline = json.loads((out / "evaluation.json").read_text()).get("best_baseline")
     console.print(terminal_table(table, best_baseline))
     console.print(f"wrote {out}/table.md, table.csv, results.csv, tuning-curves.png, final-improvement.png")
+
+
+def lab_table_command(
+    out: Path = typer.Option(Path("runs/lab-table"), "--out", "-o", help="Directory for the experiments, table.md, "
+                             "results.csv."),
+    scenarios: str = typer.Option(",".join(("lab-small", "lab-taints", "lab-packing")), help="Lab clusters, "
+                                  "comma-separated (shipped names or paths)."),
+    methods: str = typer.Option("gp,policy", help="Methods, comma-separated: baselines, 'policy' (the shipped policy, "
+                                "acting as its config says) or NAME=POLICY_FILE. 'default' needs no experiment: it is "
+                                "every experiment's reference."),
+    seeds: int = typer.Option(2, min=1, max=100, help="Seeds per scenario and method (the workload's and the tuner's)."),
+    steps: int = typer.Option(10, min=1, max=1000, help="Runs per experiment after the reference (T)."),
+    confirm: int = typer.Option(3, min=1, max=100, help="Paired reruns confirming each experiment's best profile."),
+    duration: float = typer.Option(20.0, min=5.0, max=3600.0, help="Seconds of the lab workload (6 requests/s)."),
+    shipped: str = typer.Option("policy", help="The method compared with GP-BO in the last column."),
+    report_only: bool = typer.Option(False, "--report-only", metavar="", help="Only build the table from finished "
+                                     "experiments."),
+) -> None:
+    """The paper's table on the embedded lab: one live tuning experiment per lab scenario, method
+    and seed, each best profile confirmed by paired reruns (agent/lab_table.py)."""
+    from agent.lab_table import LabMethod, collect, run_experiments, write_report
+
+    names = [s for s in scenarios.split(",") if s]
+    specs = [LabMethod.parse(m, SHIPPED_POLICY) for m in methods.split(",") if m and m != "default"]
+    if not names or not specs:
+        raise AgentError("lab-table: give at least one scenario and one method besides default")
+    if shipped not in [m.name for m in specs]:
+        raise AgentError(f"--shipped {shipped!r} is not one of --methods")
+    seed_list = list(range(seeds))
+    if not report_only:
+        run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, duration_s=duration)
+    frame = collect(out, names, [m.name for m in specs], seed_list)
+    config = {"scenarios": names, "methods": [m.__dict__ for m in specs], "seeds": seed_list, "steps": steps,
+              "confirm": confirm, "duration_s": duration,
+              "command": "scoretune lab-table " + " ".join(_argv_tail("lab-table"))}
+    path = write_report(out, frame, shipped, config)
+    console.print(path.read_text())
+    console.print(f"wrote {path}, {out / 'results.csv'}")
 
 
 def _argv_tail(command: str) -> list[str]:

@@ -10,6 +10,11 @@ Outputs under ``--out``: ``model.zip`` (the MLP), ``model.json`` (everything nee
 observations, plus the exact command), ``checkpoints/``, TensorBoard and CSV logs. With
 ``--ship NAME`` the policy network alone (no optimiser state) and its config are written to
 ``agent/policies/NAME.{zip,json}``.
+
+``--algo recurrent-ppo`` (sb3-contrib's RecurrentPPO, an LSTM policy) is the paper's alternative
+to frame stacking: the LSTM carries the history the stacked frames would. ``--noise FILE`` trains
+on noisy episodes (agent/noisy.py): every run a fresh simulator seed and a calibrated measurement
+error, as a real lab measures.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class Algo(StrEnum):
 
     PPO = "ppo"
     SAC = "sac"
+    RECURRENT_PPO = "recurrent-ppo"
 
 
 ActionKind = StrEnum("ActionKind", {k.upper(): k for k in ACTION_KINDS})
@@ -58,7 +64,8 @@ class Args:
 
     out: str = _doc("Directory for the model, checkpoints and logs.", short="-o", default="runs/train")
     seed: int = _doc("Seed of everything: torch, numpy, the environments' scenario draws.", default=1)
-    algo: Algo = _doc("The SB3 algorithm.", default="ppo")
+    algo: Algo = _doc("The SB3 algorithm (recurrent-ppo: sb3-contrib's RecurrentPPO, an LSTM policy; the "
+                      "paper's alternative to frame stacking).", default="ppo")
     total_timesteps: int = _doc("Environment steps (runs) to train for; one episode = `steps` runs.", default=6000)
     num_envs: int = _doc("Parallel environments (one process each with --vec subproc).", default=2)
     vec: str = _doc("subproc (SubprocVecEnv, parallel) or dummy (in-process, for tests).", default="subproc")
@@ -91,14 +98,40 @@ class Args:
     checkpoint_freq: int = _doc("Save a checkpoint every N environment steps (0 = never).", default=1000)
     progress_bar: bool = _doc("Show SB3's progress bar.", default=True)
     ship: str = _doc("Write the policy network to agent/policies/NAME.{zip,json} (empty = don't).", default="")
+    noise: str = _doc("A noise calibration (`scoretune calibrate --noise`): train on noisy episodes, every run a "
+                      "fresh simulator seed and a calibrated measurement error (agent/noisy.py); empty = the "
+                      "noise-free protocol.", default="")
 
 
-def make_sampler(args: Args):
+LSTM_HIDDEN_SIZE = 64
+"""Hidden units of RecurrentPPO's LSTM (``--algo recurrent-ppo``): a small memory for ten-step episodes."""
+
+
+def make_sampler(args: Args, noise: Any = None):
+    """The training objectives: the scenario split, measured with ``noise`` (a
+    :class:`testbed.local.noise.NoiseModel`, see :func:`load_noise`) when given."""
     from agent.scenario_objectives import split_sampler
 
     names = [s for s in args.scenarios.split(",") if s] or None
-    return split_sampler(args.split, metric=args.metric, names=names, generated=args.generated,
-                         traces=args.generated_traces)
+    sampler = split_sampler(args.split, metric=args.metric, names=names, generated=args.generated,
+                            traces=args.generated_traces)
+    return sampler if noise is None else _noisy(sampler, noise)
+
+
+def _noisy(sampler: Any, noise: Any):
+    from agent.noisy import NoisySampler
+
+    return NoisySampler(sampler, noise)
+
+
+def load_noise(args: Args):
+    """The noise model of ``--noise`` for ``--metric`` (None without one); a bad file is the one-line
+    InputError of :func:`testbed.local.noise.load_noise_model`, naming the file."""
+    if not args.noise:
+        return None
+    from testbed.local.noise import load_noise_model
+
+    return load_noise_model(Path(args.noise), metric=str(args.metric))
 
 
 def check_args(args: Args) -> None:
@@ -124,6 +157,10 @@ def check_args(args: Args) -> None:
         raise AgentError(f"--net-arch must be comma-separated layer sizes in 1..4096, got {args.net_arch!r}")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise AgentError(f"{args.out}: not a directory (--out names the training run's directory)")
+    if args.algo == "recurrent-ppo" and args.frame_stack > 1:
+        log.warning("--algo recurrent-ppo with --frame-stack %d: the LSTM already carries the history the stacked "
+                    "frames would (the paper's alternative to frame stacking); --frame-stack 1 is the usual pairing",
+                    args.frame_stack)
 
 
 def learning_rate(args: Args):
@@ -137,10 +174,12 @@ def learning_rate(args: Args):
     raise AgentError(f"--lr-schedule must be constant or linear, got {args.lr_schedule!r}")
 
 
-def policy_config(args: Args, *, command: str, elapsed_s: float | None = None) -> dict[str, Any]:
+def policy_config(args: Args, *, command: str, elapsed_s: float | None = None, noise: Any = None) -> dict[str, Any]:
+    """The policy's JSON. ``noise`` (the :class:`~testbed.local.noise.NoiseModel` of ``--noise``) adds
+    the fitted model beside the file's path, so a shipped JSON says how noisy its episodes were."""
     from agent.actions import ActionCodec
 
-    return {
+    config = {
         "algo": args.algo,
         "steps": args.steps,
         "reward": args.reward,
@@ -154,11 +193,16 @@ def policy_config(args: Args, *, command: str, elapsed_s: float | None = None) -
         "command": command,
         "train_seconds": elapsed_s,
         "provenance": provenance(),
+        "noise": args.noise or None,
     }
+    if noise is not None:
+        config["noise_model"] = noise.to_dict()
+    return config
 
 
 def train(args: Args, sampler=None) -> Path:
-    """Train and save; returns the model path. ``sampler`` replaces the scenario split (tests)."""
+    """Train and save; returns the model path. ``sampler`` replaces the scenario split (tests); with
+    ``--noise`` it is measured with the calibrated noise like the split would be."""
     import torch
     from stable_baselines3 import PPO, SAC
     from stable_baselines3.common.callbacks import CheckpointCallback
@@ -168,14 +212,15 @@ def train(args: Args, sampler=None) -> Path:
 
     from agent.env import ACTION_KINDS, make_env
 
-    if args.algo not in ("ppo", "sac"):
-        raise AgentError(f"--algo must be ppo or sac, got {args.algo!r}")
+    if args.algo not in tuple(Algo):
+        raise AgentError(f"--algo must be one of {[str(a) for a in Algo]}, got {args.algo!r}")
     if args.action not in ACTION_KINDS:
         raise AgentError(f"--action must be one of {list(ACTION_KINDS)}, got {args.action!r}")
     if args.action == "lattice" and args.algo == "sac":
-        raise AgentError("--action lattice needs a categorical policy head: use --algo ppo")
+        raise AgentError("--action lattice needs a categorical policy head: use --algo ppo or recurrent-ppo")
     check_args(args)
     lr = learning_rate(args)  # a bad --lr-schedule fails before any environment starts
+    noise = load_noise(args)  # so does a bad --noise file
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "scoretune train " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["train"] else ""
@@ -186,7 +231,10 @@ def train(args: Args, sampler=None) -> Path:
     torch.set_num_threads(1)  # small MLP: threads cost more than they give; leave cores to the envs
 
     # -- the environments: one tuning experiment per episode over the training scenarios -----------
-    sampler = sampler or make_sampler(args)
+    if sampler is None:
+        sampler = make_sampler(args, noise)
+    elif noise is not None:
+        sampler = _noisy(sampler, noise)
     vec_cls = SubprocVecEnv if args.vec == "subproc" and args.num_envs > 1 else DummyVecEnv
     env_kwargs = dict(steps=args.steps, reward_kind=args.reward, info=args.info, frame_stack=args.frame_stack,
                       incumbent=args.incumbent, action=args.action)
@@ -201,22 +249,35 @@ def train(args: Args, sampler=None) -> Path:
 
     # -- the algorithm ------------------------------------------------------------------------------
     net = [int(x) for x in args.net_arch.split(",") if x]
+    ppo_kwargs = dict(
+        learning_rate=lr,
+        n_steps=args.n_steps,
+        batch_size=args.batch_size,
+        n_epochs=args.n_epochs,
+        gamma=args.gamma,
+        gae_lambda=args.gae_lambda,
+        clip_range=args.clip_range,
+        ent_coef=args.ent_coef,
+        seed=args.seed,
+        device="cpu",
+        verbose=0,
+    )
     if args.algo == "ppo":
         model = PPO(
             "MlpPolicy",
             venv,
-            learning_rate=lr,
-            n_steps=args.n_steps,
-            batch_size=args.batch_size,
-            n_epochs=args.n_epochs,
-            gamma=args.gamma,
-            gae_lambda=args.gae_lambda,
-            clip_range=args.clip_range,
-            ent_coef=args.ent_coef,
             policy_kwargs=dict(net_arch=dict(pi=net, vf=net), log_std_init=args.log_std_init),
-            seed=args.seed,
-            device="cpu",
-            verbose=0,
+            **ppo_kwargs,
+        )
+    elif args.algo == "recurrent-ppo":
+        from sb3_contrib import RecurrentPPO
+
+        model = RecurrentPPO(
+            "MlpLstmPolicy",
+            venv,
+            policy_kwargs=dict(net_arch=dict(pi=net, vf=net), log_std_init=args.log_std_init,
+                               lstm_hidden_size=LSTM_HIDDEN_SIZE),
+            **ppo_kwargs,
         )
     else:
         model = SAC(
@@ -240,7 +301,8 @@ def train(args: Args, sampler=None) -> Path:
             CheckpointCallback(max(1, args.checkpoint_freq // args.num_envs), str(out / "checkpoints"), name_prefix="model")
         )
     # the config first, so every checkpoint can be loaded (and validated) while training runs
-    (out / "model.json").write_text(json.dumps(policy_config(args, command=command), indent=2, sort_keys=True) + "\n")
+    (out / "model.json").write_text(json.dumps(policy_config(args, command=command, noise=noise), indent=2,
+                                               sort_keys=True) + "\n")
     t0 = time.time()
     model.learn(total_timesteps=args.total_timesteps, callback=callbacks, progress_bar=args.progress_bar)
     elapsed = time.time() - t0
@@ -249,7 +311,7 @@ def train(args: Args, sampler=None) -> Path:
     # -- the save: the MLP and what is needed to rebuild its observations ---------------------------
     model_path = out / "model.zip"
     model.save(str(model_path), exclude=["replay_buffer"])
-    config = policy_config(args, command=command, elapsed_s=round(elapsed, 1))
+    config = policy_config(args, command=command, elapsed_s=round(elapsed, 1), noise=noise)
     (out / "model.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     log.info("trained %d steps in %.0f s -> %s", args.total_timesteps, elapsed, model_path)
     if args.ship:

@@ -7,7 +7,8 @@ search the same action box (``agent.actions``), so comparing methods is one loop
 
 Methods: ``default`` (the reference weights every time), ``equal`` (every weight 1), ``random``
 (uniform in the box), ``tpe``, ``gp`` and ``cmaes`` (Optuna's TPESampler, GPSampler, CmaEsSampler,
-with start-up phases cut to fit a budget of ten runs), ``hill`` (coordinate descent), and
+with start-up phases cut to fit a budget of ten runs), ``gp-noisy`` (GP-BO configured for a noisy
+objective, agent.applied), ``hill`` (coordinate descent), and
 ``policy`` (a trained SB3 model, seeing exactly the observations it was trained on).
 """
 
@@ -31,8 +32,10 @@ from agent.errors import AgentError, InputError, ScoretuneError
 
 log = logging.getLogger(__name__)
 
-BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill")
+BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill", "gp-noisy")
 METHODS = (*BASELINES, "policy", "policy-sample")
+ALGOS = ("ppo", "sac", "recurrent-ppo")
+"""The algorithms a policy may be trained with (``scoretune train --algo``)."""
 
 Method = StrEnum("Method", {m.upper().replace("-", "_"): m for m in METHODS})
 """The tuning methods as choices (a typer option annotated ``Method`` lists them in ``--help``)."""
@@ -124,7 +127,10 @@ class OptunaTuner:
     trial (``study.add_trial``), so model-based samplers start from what was measured.
     """
 
-    def __init__(self, name: str, codec: ActionCodec, seed: int = 0, *, startup: int = 3) -> None:
+    def __init__(self, name: str, codec: ActionCodec, seed: int = 0, *, startup: int = 3,
+                 deterministic: bool = False) -> None:
+        """``deterministic``: GP-BO models the objective as noise-free; False (Optuna's default,
+        and what every ``gp`` result so far used) fits a noise term, what a noisy lab needs."""
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -141,7 +147,8 @@ class OptunaTuner:
             if name == "tpe":
                 sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True)
             elif name == "gp":
-                sampler = optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+                sampler = optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup,
+                                                    deterministic_objective=deterministic)
             elif name == "cmaes":
                 # One generation of the default popsize (4 + 3 ln d ~ 10) would be the whole budget:
                 # a small population lets CMA-ES adapt within ten runs, starting at the reference.
@@ -307,7 +314,7 @@ class PolicyConfig:
         from agent.observation import INFO_MODES
         from agent.rewards import REWARDS
 
-        choices = {"algo": ("ppo", "sac"), "reward": REWARDS, "info": INFO_MODES, "metric": METRICS,
+        choices = {"algo": ALGOS, "reward": REWARDS, "info": INFO_MODES, "metric": METRICS,
                    "act": ("mean", "sample"), "action": ACTION_KINDS, "format": ("model", "policy")}
         for name, valid in choices.items():
             value = getattr(self, name)
@@ -371,7 +378,8 @@ def run_checkpoints(run: Path) -> dict[str, Path]:
 def load_model(policy: Path, algo: str, fmt: str = "model"):
     """An object with SB3's ``predict(obs, deterministic=True)``: a whole saved model (``model``:
     policy + optimiser state, what ``model.save`` writes) or just the policy network (``policy``:
-    what ships in agent/policies/, see :func:`export_policy`)."""
+    what ships in agent/policies/, see :func:`export_policy`). A ``recurrent-ppo`` model's
+    ``predict`` also takes and returns the LSTM state (sb3-contrib's RecurrentPPO)."""
     import torch
     from stable_baselines3 import PPO, SAC
     from stable_baselines3.common.policies import ActorCriticPolicy
@@ -382,12 +390,17 @@ def load_model(policy: Path, algo: str, fmt: str = "model"):
         raise InputError("policy file does not exist", file=policy)
     if not policy.is_file():
         raise InputError("not a file (a policy is a zip written by `scoretune train`)", file=policy)
-    if algo not in ("ppo", "sac"):
-        raise AgentError(f"unknown algorithm {algo!r} in the policy config; valid: ppo, sac")
+    if algo not in ALGOS:
+        raise AgentError(f"unknown algorithm {algo!r} in the policy config; valid: {', '.join(ALGOS)}")
     if fmt not in ("model", "policy"):
         raise InputError(f"unknown policy format {fmt!r}; valid: model, policy", file=policy, field="format")
     _check_policy_zip(policy, fmt)
     try:
+        if algo == "recurrent-ppo":
+            from sb3_contrib import RecurrentPPO
+            from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+
+            return (RecurrentActorCriticPolicy if fmt == "policy" else RecurrentPPO).load(str(policy), device="cpu")
         if fmt == "policy":
             return {"ppo": ActorCriticPolicy, "sac": SACPolicy}[algo].load(str(policy), device="cpu")
         return {"ppo": PPO, "sac": SAC}[algo].load(str(policy), device="cpu")
@@ -421,12 +434,34 @@ def _check_policy_zip(policy: Path, fmt: str) -> None:
 
 def export_policy(model_zip: Path, config: Mapping[str, Any], out_zip: Path, **extra: Any) -> Path:
     """Write only the policy network of a saved model (no optimiser state) and its config beside it."""
-    model = load_model(model_zip, str(config.get("algo", "ppo")))
+    algo = str(config.get("algo", "ppo"))
+    model = load_model(model_zip, algo)
     out_zip.parent.mkdir(parents=True, exist_ok=True)
-    model.policy.save(str(out_zip))
+    if algo == "recurrent-ppo":
+        _save_recurrent_policy(model.policy, out_zip)
+    else:
+        model.policy.save(str(out_zip))
     data = {**dict(config), **extra, "format": "policy"}
     policy_config_path(out_zip).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return out_zip
+
+
+def _save_recurrent_policy(policy: Any, path: Path) -> None:
+    """``policy.save`` for sb3-contrib's RecurrentActorCriticPolicy, with its LSTM's constructor
+    arguments in the saved ``data``: sb3-contrib 2.x leaves them out (``_get_constructor_parameters``
+    is not overridden), so ``RecurrentActorCriticPolicy.load`` would rebuild a default 256-unit LSTM
+    and fail on the weights' shapes. The file is the same torch archive ``policy.save`` writes."""
+    import torch
+
+    data = {
+        **policy._get_constructor_parameters(),
+        "lstm_hidden_size": policy.lstm_actor.hidden_size,
+        "n_lstm_layers": policy.lstm_actor.num_layers,
+        "shared_lstm": policy.shared_lstm,
+        "enable_critic_lstm": policy.enable_critic_lstm,
+        "lstm_kwargs": dict(policy.lstm_kwargs),
+    }
+    torch.save({"state_dict": policy.state_dict(), "data": data}, str(path))
 
 
 class PolicyTuner:
@@ -434,7 +469,12 @@ class PolicyTuner:
     metric, ``suggest`` asks the model for the next weights — its mean (Gaussian) or most likely
     (lattice) action when ``deterministic``, else a draw from its distribution with a seeded numpy
     generator (so a resumed experiment draws the same actions). The environment it steps always
-    takes box actions: a lattice policy's choices are turned into the box action they stand for."""
+    takes box actions: a lattice policy's choices are turned into the box action they stand for.
+
+    A recurrent policy (``algo: recurrent-ppo``) carries its LSTM state from suggest to suggest, as
+    in training: every ``suggest`` feeds the newest observation and keeps the state it returns; the
+    first suggest after the reference run starts the episode (a zero state). A resumed experiment
+    replays one ``suggest`` per logged step (agent.tune), so the state is rebuilt exactly."""
 
     name = "policy"
 
@@ -472,6 +512,9 @@ class PolicyTuner:
             incumbent=config.incumbent,
         )
         self.obs: np.ndarray | None = None
+        self.recurrent = config.algo == "recurrent-ppo"
+        self._lstm_state: tuple[np.ndarray, ...] | None = None
+        self._episode_start = True
 
     @classmethod
     def from_file(cls, policy: Path, *, steps: int | None = None, context: Mapping[str, float] | None = None,
@@ -492,6 +535,8 @@ class PolicyTuner:
     def suggest(self) -> np.ndarray:
         if self.obs is None:
             raise AgentError("the policy tuner must be told the reference run before it suggests")
+        if self.recurrent:
+            return self._suggest_recurrent()
         if self.config.action == "lattice":
             if self.deterministic:
                 index, _ = self.model.predict(self.obs, deterministic=True)
@@ -504,6 +549,22 @@ class PolicyTuner:
             action = action + self.std_scale * self._std() * self.rng.standard_normal(action.shape)
         return np.clip(action, -1.0, 1.0).astype(np.float32)
 
+    def _suggest_recurrent(self) -> np.ndarray:
+        """:meth:`suggest` for an LSTM policy: the same actions, with the state carried along."""
+        if self.config.action == "lattice" and not self.deterministic:
+            index = [self.rng.choice(len(p), p=p) for p in self._choice_probs()]
+            return self.codec.lattice_action(np.asarray(index, dtype=np.int64))
+        action, self._lstm_state = self.model.predict(self.obs, state=self._lstm_state,
+                                                      episode_start=np.array([self._episode_start]),
+                                                      deterministic=True)
+        self._episode_start = False
+        if self.config.action == "lattice":
+            return self.codec.lattice_action(np.asarray(action, dtype=np.int64))
+        action = np.asarray(action, dtype=np.float64).reshape(-1)
+        if not self.deterministic:
+            action = action + self.std_scale * self._std() * self.rng.standard_normal(action.shape)
+        return np.clip(action, -1.0, 1.0).astype(np.float32)
+
     def _choice_probs(self) -> list[np.ndarray]:
         """The categorical probabilities of each lattice coordinate for the current observation."""
         import torch
@@ -511,7 +572,16 @@ class PolicyTuner:
         policy = getattr(self.model, "policy", self.model)
         with torch.no_grad():
             obs, _ = policy.obs_to_tensor(self.obs)
-            dist = policy.get_distribution(obs).distribution
+            if self.recurrent:  # the LSTM steps on this observation, as predict would
+                shape = policy.lstm_hidden_state_shape
+                h, c = self._lstm_state or (np.zeros(shape), np.zeros(shape))
+                state = (torch.as_tensor(h, dtype=torch.float32), torch.as_tensor(c, dtype=torch.float32))
+                start = torch.as_tensor([float(self._episode_start)], dtype=torch.float32)
+                dist, (h, c) = policy.get_distribution(obs, state, start)
+                self._lstm_state, self._episode_start = (h.cpu().numpy(), c.cpu().numpy()), False
+                dist = dist.distribution
+            else:
+                dist = policy.get_distribution(obs).distribution
         probs = [d.probs[0].cpu().numpy().astype(np.float64) ** (1.0 / self.std_scale) for d in dist]
         return [p / p.sum() for p in probs]
 
@@ -529,6 +599,7 @@ class PolicyTuner:
             if self.codec.decode(action) != self.codec.reference():
                 raise AgentError("the policy tuner's first run must be the reference profile")
             self.obs, _ = self.env.reset(options={"objective": self.slot})
+            self._lstm_state, self._episode_start = None, True  # a new episode: the LSTM starts afresh
         else:
             self.obs, *_ = self.env.step(np.asarray(action, dtype=np.float32))
 
@@ -552,6 +623,10 @@ def make_tuner(
         return RandomTuner(codec, seed)
     if method in ("tpe", "gp", "cmaes"):
         return OptunaTuner(method, codec, seed)
+    if method == "gp-noisy":
+        from agent.applied import NoisyGP
+
+        return NoisyGP(codec, seed)
     if method == "hill":
         return HillClimber(codec, seed)
     if method in ("policy", "policy-sample"):

@@ -53,7 +53,7 @@ def test_help_lists_the_choices_from_one_list() -> None:
         (("evaluate",), "--metric", METRICS),
         (("train",), "--metric", METRICS),
         (("tune",), "--method", METHODS),
-        (("train",), "--algo", ("ppo", "sac")),
+        (("train",), "--algo", ("ppo", "sac", "recurrent-ppo")),
         (("train",), "--action", ("box", "lattice")),
     ]:
         result = runner.invoke(app, [*path, "--help"], terminal_width=200)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from testbed.errors import InputError
 from testbed.local import lab as labmod
 
 app = typer.Typer(help="The embedded lab: real node agents, ingress/activator, KPA and scheduler on this machine.", no_args_is_help=True)
@@ -149,8 +150,25 @@ def calibrate_cmd(
     out: Path = typer.Option(Path("runs/calibration/lab-small.yaml"), "--out", "-o", help="Calibration file to write."),
     runs: Path = typer.Option(Path("runs/calibration/runs"), "--runs", help="Directory for the measurement runs."),
     seed: int = typer.Option(1, "--seed", help="Seed of the workload recipe (differs from fidelity's default 0)."),
+    noise: bool = typer.Option(False, "--noise", metavar="", help="Measure the lab's run-to-run noise instead: the "
+                               "lab workload under the default profile, --repeats times per (length, load) cell, "
+                               "and fit cv^2 = floor^2 + scale^2/N + drift^2/d (testbed/local/noise.py); -o defaults to "
+                               "runs/calibration/noise.yaml."),
+    durations: str = typer.Option("10,20,40", "--durations", help="--noise: workload lengths (s), comma-separated, "
+                                  "each at the lab's rate."),
+    rates: str = typer.Option("3,12", "--rates", help="--noise: loads (requests/s), comma-separated, each at the "
+                              "middle length."),
+    repeats: int = typer.Option(4, "--repeats", min=2, max=100, help="--noise: runs per cell."),
+    refit: Path | None = typer.Option(None, "--refit", help="--noise: fit the model again from the cells measured in "
+                                      "this calibration file (no lab runs) and write it to -o."),
 ) -> None:
-    """Fit the simulator's timing parameters (work per request, cold-start parts) from lab runs."""
+    """Fit the simulator's timing parameters (work per request, cold-start parts) from lab runs;
+    with --noise, measure how much one profile's latency moves between repeated lab runs."""
+    if refit is not None and not noise:
+        raise InputError("--refit refits a noise calibration: add --noise", field="--refit")
+    if noise:
+        _calibrate_noise(cluster, out, runs, seed, durations, rates, repeats, refit)
+        return
     from testbed.local.backend import LocalBackend
     from testbed.local.fidelity import calibrate, fidelity_profiles, write_calibration
 
@@ -171,6 +189,78 @@ def calibrate_cmd(
                   f"{f.get('init_s', float('nan')):.3f}", str(f["warm_samples"]), str(f["cold_samples"]))
     c.print(t)
     c.print(f"written: {out}")
+
+
+def _numbers(text: str, option: str, high: float) -> list[float]:
+    """``10,20,40`` as positive numbers (``option`` names the flag in the error)."""
+    out = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise InputError(f"{part.strip()!r} is not a number", field=option) from None
+        if not (0 < value <= high):
+            raise InputError(f"{value:g} is outside (0, {high:g}]", field=option)
+        out.append(value)
+    if len(set(out)) != len(out):
+        raise InputError(f"a value is given twice in {text!r}", field=option)
+    return out
+
+
+def _calibrate_noise(cluster: str, out: Path, runs: Path, seed: int, durations: str, rates: str,
+                     repeats: int, refit: Path | None) -> None:
+    from testbed.local.backend import LocalBackend
+    from testbed.local.noise import measure_noise, noise_cells, read_noise_cells, write_noise
+    from testbed.local.scenario import LAB_RATE_PER_S
+
+    c = _console()
+    if refit is not None:
+        measured, info = read_noise_cells(refit)
+        if out == Path("runs/calibration/lab-small.yaml"):
+            out = refit
+        info["refit"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        write_noise(out, measured, info)
+        _print_noise(c, measured)
+        c.print(f"written: {out}")
+        return
+
+    lengths = sorted(_numbers(durations, "--durations", 3600.0))
+    loads = sorted(_numbers(rates, "--rates", 1000.0))
+    middle = lengths[len(lengths) // 2]
+    cells = noise_cells(lengths, loads, LAB_RATE_PER_S, middle)
+    if out == Path("runs/calibration/lab-small.yaml"):
+        out = Path("runs/calibration/noise.yaml")
+    total = sum(d for d, _ in cells) * repeats
+    c.print(f"noise: {len(cells)} cells x {repeats} repeats, {total:.0f} s of workload (plus a reset per run)")
+
+    def progress(d: float, r: float, k: int, mean_s: float, wall_s: float) -> None:
+        c.print(f"  {d:g} s at {r:g}/s, repeat {k + 1}/{repeats}: mean {mean_s:.4f} s ({wall_s:.0f} s)")
+
+    with LocalBackend(cluster, seed=seed) as local:
+        c.print(f"notice: {local.cpu_notice}")
+        measured = measure_noise(local, cells, repeats, runs, seed=seed, progress=progress)
+    info = {"cluster": cluster, "workload": "lab (testbed.local.scenario.lab_workload)", "seed": seed,
+            "repeats": repeats, "profile": "default", "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": f"scoretune calibrate --noise --cluster {cluster} --durations {durations} --rates {rates} "
+                       f"--repeats {repeats} --seed {seed}"}
+    write_noise(out, measured, info)
+    _print_noise(c, measured)
+    c.print(f"written: {out}")
+
+
+def _print_noise(c, measured) -> None:
+    from rich.table import Table
+
+    from testbed.local.noise import fit_noise
+
+    for metric, cs in measured.items():
+        model = fit_noise(cs, metric)
+        t = Table("length (s)", "load (/s)", "requests", "cv", "model cv", title=f"{metric}: cv^2 = "
+                  f"{model.floor:.4f}^2 + {model.scale:.4f}^2/N + {model.drift:.4f}^2/d")
+        for cell in cs:
+            t.add_row(f"{cell.duration_s:g}", f"{cell.rate_per_s:g}", f"{cell.requests:g}", f"{cell.cv:.4f}",
+                      f"{model.cv(cell.requests, cell.duration_s):.4f}")
+        c.print(t)
 
 
 def bench_lab_cmd(

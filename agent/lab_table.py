@@ -1,0 +1,191 @@
+"""The paper's table on the embedded lab (``scoretune lab-table``): real processes, real Locust.
+
+For every lab scenario (a lab cluster under the lab workload of ``duration`` seconds), method and
+seed, one live tuning experiment (``scoretune tune --backend local``, ``T`` steps) whose best
+profile is confirmed by ``confirm`` paired reruns against the default weights on fresh seeds; the
+experiment applies it only when the paired interval is above zero, else it applies the default
+weights. Each experiment runs in its own process (a lab per experiment, nothing shared); one that
+finished (``summary.json``) is kept, one that was interrupted is resumed (``tune --resume``), so
+the table can be built over several sittings.
+
+Per experiment, the figure is the improvement **the user gets**: the confirmed paired improvement
+of the applied profile, 0 when the default weights are applied. ``default`` needs no experiment: it
+is the reference every experiment measures (0 by definition). Per scenario and method: the mean
+over seeds with a 95 % Student-t interval over the pooled confirmation pairs of those seeds (the
+reference-applied seeds contribute zeros). The shipped tuner against GP-BO, per scenario: the
+relative latency of the applied profiles, ``100 (1 - (1 - i_p) / (1 - i_gp))`` from the mean
+improvements ``i``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from agent.errors import AgentError, InputError
+from agent.stats import mean_ci
+from agent.tune import md_cell, write_atomic
+
+log = logging.getLogger(__name__)
+
+LAB_SCENARIOS = ("lab-small", "lab-taints", "lab-packing")
+
+
+@dataclass(frozen=True)
+class LabMethod:
+    """A method of the lab table: a baseline name, or a policy file (``NAME=FILE``)."""
+
+    name: str
+    policy: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, shipped: Path) -> LabMethod:
+        name, sep, file = text.partition("=")
+        if sep:
+            if not name or not file:
+                raise AgentError(f"--methods {text!r}: expected NAME or NAME=POLICY_FILE")
+            if not Path(file).is_file():
+                raise InputError("policy file does not exist", file=file)
+            return cls(name, file)
+        if text == "policy":
+            return cls("policy", str(shipped))
+        from agent.tuners import BASELINES
+
+        if text not in BASELINES:
+            raise AgentError(f"--methods: {text!r} is not a baseline ({', '.join(BASELINES)}), 'policy' or NAME=FILE")
+        return cls(text)
+
+    def tune_args(self) -> list[str]:
+        return ["--policy", self.policy] if self.policy else ["--method", self.name]
+
+
+def experiment_dir(out: Path, scenario: str, method: str, seed: int) -> Path:
+    return out / "runs" / f"{scenario}--{method}--seed{seed}"
+
+
+def workload_path(out: Path, seed: int, duration_s: float) -> Path:
+    """The lab workload of ``seed`` as a Parquet file (written once; every method replays it)."""
+    from loadgen.workload import write_workload
+    from testbed.local.scenario import lab_workload
+
+    path = out / "workloads" / f"lab-{duration_s:g}s-seed{seed}.parquet"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_workload(lab_workload(seed, duration_s=duration_s), path)
+    return path
+
+
+def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMethod], seeds: Sequence[int], *,
+                    steps: int, confirm: int, duration_s: float) -> None:
+    """Every (scenario, method, seed) experiment not finished yet, one process each, in order."""
+    for seed in seeds:
+        wl = workload_path(out, seed, duration_s)
+        for scenario in scenarios:
+            for method in methods:
+                d = experiment_dir(out, scenario, method.name, seed)
+                if (d / "summary.json").exists():
+                    log.info("%s: finished, kept", d)
+                    continue
+                if (d / "experiment.jsonl").exists():
+                    cmd = ["tune", "--resume", str(d)]
+                else:
+                    cmd = ["tune", "--backend", "local", "--cluster", scenario, "--workload", str(wl), *method.tune_args(),
+                           "--steps", str(steps), "--confirm", str(confirm), "--seed", str(seed), "--out", str(d)]
+                log.info("lab table: %s", " ".join(["scoretune", *cmd]))
+                done = subprocess.run([sys.executable, "-m", "agent.cli", *cmd], check=False)
+                if done.returncode != 0:
+                    raise AgentError(f"{d}: the experiment exited with {done.returncode}; rerun the same command "
+                                     "to resume it")
+
+
+def experiment_row(directory: Path) -> dict[str, Any]:
+    """One finished experiment: what it applied and the confirmed improvement the user gets."""
+    path = directory / "summary.json"
+    try:
+        s = json.loads(path.read_text(encoding="utf-8"))
+        cfg = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"not a finished tune experiment ({type(err).__name__})", file=path) from None
+    conf = s.get("confirmation") or {}
+    applied = int(s.get("applied_step") or 0) > 0
+    refs = [float(x) for x in conf.get("reference_samples", [])]
+    cands = [float(x) for x in conf.get("samples", [])]
+    pairs = [100.0 * (r - c) / r for r, c in zip(refs, cands, strict=True)]
+    if applied and not pairs:  # an improvement judged on repeats within the step (tune --repeats)
+        pairs = [float(s["improvement_pct"])]
+    return {
+        "scenario": s.get("cluster"), "seed": int(cfg.get("seed", 0)), "applied": applied,
+        "reference_s": float(s["reference_metric"]), "best_s": float(s["best_metric"]),
+        "best_step": int(s.get("best_step") or 0), "unreplicated_pct": float(s["improvement_pct"]),
+        "confirmed_pct": float(np.mean(pairs)) if pairs else 0.0,
+        "applied_pct": float(np.mean(pairs)) if applied else 0.0,
+        "pairs": pairs if applied else [0.0] * max(1, len(pairs)),
+        "verdict": s.get("verdict"), "applied_label": s.get("applied_label"),
+    }
+
+
+def collect(out: Path, scenarios: Sequence[str], methods: Sequence[str], seeds: Sequence[int]) -> pd.DataFrame:
+    rows = []
+    for scenario in scenarios:
+        for method in methods:
+            for seed in seeds:
+                d = experiment_dir(out, scenario, method, seed)
+                if not (d / "summary.json").exists():
+                    raise AgentError(f"{d}: not finished; run `scoretune lab-table` without --report-only first")
+                rows.append({**experiment_row(d), "scenario": scenario, "method": method})
+    return pd.DataFrame(rows)
+
+
+def _ci(values: Sequence[float]) -> str:
+    ci = mean_ci(np.asarray(values, dtype=float))
+    if ci.low is None or not math.isfinite(ci.low):
+        return f"{ci.mean:+.1f}"
+    return f"{ci.mean:+.1f} [{ci.low:.1f}, {ci.high:.1f}]"
+
+
+def lab_markdown(frame: pd.DataFrame, shipped: str, baseline: str = "gp") -> str:
+    """Per scenario and method: applied improvement (%) over seeds, pooled confirmation interval."""
+    methods = list(dict.fromkeys(frame["method"]))
+    lines = ["| scenario | default | " + " | ".join(md_cell(m) for m in methods)
+             + f" | {md_cell(shipped)} vs {md_cell(baseline)} (%) |",
+             "|---|---:|" + "---:|" * len(methods) + "---:|"]
+    over_all: list[float] = []
+    for scenario, g in frame.groupby("scenario", sort=False):
+        cells = []
+        for m in methods:
+            gm = g[g["method"] == m]
+            pooled = [p for ps in gm["pairs"] for p in ps]
+            applied = ", ".join(f"{v:+.1f}" for v in gm["applied_pct"])
+            cells.append(f"{_ci(pooled)} (seeds: {applied})")
+        over = []
+        if shipped in methods and baseline in methods:
+            p = g[g["method"] == shipped].set_index("seed")["applied_pct"]
+            b = g[g["method"] == baseline].set_index("seed")["applied_pct"]
+            over = [100.0 * (1.0 - (1.0 - p[s] / 100.0) / (1.0 - b[s] / 100.0)) for s in p.index if s in b.index]
+            over_all += over
+        lines.append(f"| {md_cell(str(scenario))} | +0.0 | " + " | ".join(cells) + f" | {_ci(over) if over else '–'} |")
+    means = []
+    for m in methods:
+        per_seed = frame[frame["method"] == m].groupby("seed")["applied_pct"].mean()
+        means.append(_ci(per_seed.to_numpy()) if len(per_seed) > 1 else f"{per_seed.mean():+.1f}")
+    lines.append("| **mean over scenarios** | +0.0 | " + " | ".join(means) + f" | {_ci(over_all) if over_all else '–'} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out: Path, frame: pd.DataFrame, shipped: str, config: dict[str, Any]) -> Path:
+    flat = frame.copy()
+    flat["pairs"] = flat["pairs"].map(json.dumps)
+    write_atomic(out / "results.csv", flat.to_csv(index=False))
+    write_atomic(out / "table.md", lab_markdown(frame, shipped))
+    write_atomic(out / "lab-table.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
+    return out / "table.md"

@@ -1,0 +1,149 @@
+"""The noisy protocol: objectives that measure like a real lab, and the truth they are judged by.
+
+A tuner in the noise-free protocol sees one simulator seed per objective and memoised profiles, so
+a profile measured once is known exactly. A real lab is not like that: the same profile measures
+differently run after run (``scoretune calibrate --noise`` measures how much on the embedded lab,
+``testbed.local.noise``). Here every run of a profile
+
+- draws a fresh simulator seed (the simulator's own run-to-run variation: service times, cold
+  starts, the autoscaler's timing), from a stream the tuner cannot steer, and
+- multiplies the result by a mean-one log-normal measurement error whose coefficient of variation
+  ``extra_cv`` tops the simulator's own seed-to-seed spread up to the calibrated lab spread for a
+  run of that many requests: ``extra_cv^2 = max(0, cv_lab(N)^2 - cv_seed^2)`` (variances of
+  independent parts add), so the total spread a tuner sees is the lab's.
+
+What a user gets from a tuner is the **true** quality of the profile it applies at the end. The
+truth of a profile is its mean over :data:`TRUTH_SEEDS` simulator seeds that no measurement ever
+draws (a disjoint range), computed by :class:`Truth`, which the evaluation holds apart: a tuner is
+only ever handed the :class:`NoisyObjective`, which has no reference to the truth and no way to
+compute it (its seeds come from another range, and its values carry the measurement error).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from agent.actions import WeightSetting
+from agent.errors import AgentError
+from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_summary
+
+TRUTH_SEED_BASE = 3_000_000_000
+"""Truth seeds are ``TRUTH_SEED_BASE + k``; measurement seeds are drawn below it."""
+MEASUREMENT_SEEDS = TRUTH_SEED_BASE
+TRUTH_SEEDS = 10
+
+
+def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str) -> float:
+    """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0)."""
+    from testbed.sim import evaluate
+
+    summary = evaluate(cluster, workload, setting.to_profile(), seed=int(seed))
+    timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
+    return max(metric_from_summary(summary, metric, timeout), 1e-6)
+
+
+def extra_cv(lab_cv: float, seed_cv: float) -> float:
+    """The measurement error's CV that tops the simulator's own spread up to the lab's."""
+    if not (math.isfinite(lab_cv) and lab_cv >= 0 and math.isfinite(seed_cv) and seed_cv >= 0):
+        raise AgentError(f"spreads must be finite and >= 0, got lab {lab_cv!r}, seed {seed_cv!r}")
+    return math.sqrt(max(0.0, lab_cv**2 - seed_cv**2))
+
+
+def lognormal_sigma(cv: float) -> float:
+    """The log-scale sigma of a log-normal with coefficient of variation ``cv``."""
+    return math.sqrt(math.log1p(cv**2))
+
+
+class NoisyObjective:
+    """A scenario measured as a lab would measure it: a fresh seed and a measurement error per run.
+
+    ``rng_seed`` seeds the private stream of simulator seeds and errors, so an experiment repeats
+    exactly; nothing is memoised (a profile measured twice gives two values)."""
+
+    def __init__(self, cluster: Any, workload: Any, *, noise_cv: float, rng_seed: int, metric: str = "mean",
+                 name: str = "", context: Mapping[str, float] | None = None) -> None:
+        if not (math.isfinite(noise_cv) and noise_cv >= 0):
+            raise AgentError(f"noise_cv must be finite and >= 0, got {noise_cv!r}")
+        self.cluster = cluster
+        self.workload = workload
+        self.metric = metric
+        self.noise_cv = float(noise_cv)
+        self._sigma = lognormal_sigma(self.noise_cv)
+        self._rng = np.random.default_rng([int(rng_seed), 0x6E6F697A])
+        self.name = name or f"{getattr(cluster, 'name', 'cluster')}/{workload.name}~noisy"
+        self._context = dict(context or {})
+        self.runs = 0
+        self.seeds: list[int] = []
+        """The simulator seed of every run (for the test that they never touch the truth's)."""
+
+    def __call__(self, setting: WeightSetting) -> float:
+        seed = int(self._rng.integers(MEASUREMENT_SEEDS))
+        error = math.exp(self._sigma * float(self._rng.standard_normal()) - 0.5 * self._sigma**2)
+        self.seeds.append(seed)
+        self.runs += 1
+        return sim_metric(self.cluster, self.workload, setting, seed, self.metric) * error
+
+    def context(self) -> Mapping[str, float]:
+        return self._context
+
+
+class Truth:
+    """The true metric of a profile: its mean over the truth seeds, memoised by profile. Held by the
+    evaluation, never handed to a tuner."""
+
+    def __init__(self, cluster: Any, workload: Any, *, metric: str = "mean", seeds: int = TRUTH_SEEDS) -> None:
+        if seeds < 2:
+            raise AgentError(f"the truth needs >= 2 seeds, got {seeds}")
+        self.cluster = cluster
+        self.workload = workload
+        self.metric = metric
+        self.seeds = [TRUTH_SEED_BASE + k for k in range(int(seeds))]
+        self._cache: dict[str, np.ndarray] = {}
+
+    def samples(self, setting: WeightSetting) -> np.ndarray:
+        key = setting.label()
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = np.array([sim_metric(self.cluster, self.workload, setting, s, self.metric) for s in self.seeds])
+            self._cache[key] = hit
+        return hit
+
+    def __call__(self, setting: WeightSetting) -> float:
+        return float(self.samples(setting).mean())
+
+    def seed_cv(self, setting: WeightSetting) -> float:
+        """The simulator's own seed-to-seed CV of ``setting`` (``ddof = 1``)."""
+        v = self.samples(setting)
+        return float(np.std(v, ddof=1) / np.mean(v))
+
+
+def noisy_objective(objective: Any, model: Any, *, rng_seed: int, seed_cv: float = 0.0) -> NoisyObjective:
+    """``objective`` (a :class:`~agent.scenario_objectives.SimObjective`: a cluster and a workload)
+    measured with the noise ``model`` (a :class:`testbed.local.noise.NoiseModel`) predicts for a
+    run of its workload's size, less the simulator's own spread ``seed_cv``."""
+    from agent.scenario_objectives import workload_context
+
+    cv = extra_cv(model.cv(float(len(objective.workload)), float(objective.workload.duration_s)), seed_cv)
+    return NoisyObjective(objective.cluster, objective.workload, noise_cv=cv, rng_seed=rng_seed,
+                          metric=objective.metric, name=f"{objective.name}~noisy",
+                          context=workload_context(objective.cluster, objective.workload))
+
+
+class NoisySampler:
+    """Training objectives of ``base`` (an ObjectiveSampler of SimObjectives) measured with noise.
+
+    Training does not subtract each objective's own seed spread (that would cost ten extra runs per
+    episode on a fresh generated member): its episodes are, if anything, slightly noisier than the
+    evaluation's. Picklable, so SubprocVecEnv workers can rebuild it."""
+
+    def __init__(self, base: Any, model: Any) -> None:
+        self.base = base
+        self.model = model
+
+    def __call__(self, rng: np.random.Generator) -> NoisyObjective:
+        objective = self.base(rng)
+        return noisy_objective(objective, self.model, rng_seed=int(rng.integers(2**31)))

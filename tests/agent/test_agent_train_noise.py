@@ -1,0 +1,87 @@
+"""``scoretune train --noise FILE``: training episodes measured as the calibrated lab would measure them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.errors import InputError
+from agent.train import Args, train
+from agent.tuners import PolicyConfig
+from testbed.local.noise import NoiseCell, load_noise_model, write_noise
+
+
+def _tiny(tmp_path, noise, **kw) -> Args:
+    return Args(out=str(tmp_path / "run"), total_timesteps=100, num_envs=2, vec="dummy", steps=4, frame_stack=2,
+                n_steps=20, batch_size=20, n_epochs=1, checkpoint_freq=0, progress_bar=False, noise=str(noise), **kw)
+
+
+def _no_episode(rng):
+    raise AssertionError("an environment started before the noise file was checked")
+
+
+@pytest.mark.parametrize("text", ["metrics: [1, 2", "metrics: {p95: {model: {floor: 0.1, scale: 1}}}\n",
+                                  "metrics: {mean: {model: {floor: -0.1, scale: 1}}}\n", None])
+def test_a_bad_noise_file_fails_before_training(tmp_path, text):
+    bad = tmp_path / "noise.yaml"
+    if text is not None:  # None: the file is missing
+        bad.write_text(text)
+    with pytest.raises(InputError) as err:
+        train(_tiny(tmp_path, bad), sampler=_no_episode)
+    message = str(err.value)
+    assert str(bad) in message and "\n" not in message
+    assert not (tmp_path / "run").exists()
+
+
+def test_training_on_noisy_episodes_records_the_calibration(tmp_path, monkeypatch):
+    import agent.noisy
+    from agent.scenario_objectives import SimObjective
+    from loadgen.synth import poisson
+    from testbed.cluster import load_cluster
+
+    path = write_noise(tmp_path / "cal" / "noise.yaml", {
+        "mean": [NoiseCell(10.0, 3.0, (0.50, 0.56, 0.47)), NoiseCell(40.0, 3.0, (0.51, 0.53, 0.50))],
+        "p95": [NoiseCell(10.0, 3.0, (1.0, 1.3, 0.9)), NoiseCell(40.0, 3.0, (1.0, 1.1, 0.95))],
+    }, {"cluster": "lab-small", "repeats": 3})
+    model = load_noise_model(path, "mean")
+    assert model.floor > 0 or model.scale > 0
+
+    cluster = load_cluster("lab-small")
+    workload = poisson(2.0, 10.0, ["float-ops", "aes"], seed=0)
+    bases: list[SimObjective] = []
+    noisy: list[agent.noisy.NoisyObjective] = []
+
+    def sampler(rng):
+        bases.append(SimObjective(cluster, workload, seed=int(rng.integers(3))))
+        return bases[-1]
+
+    real = agent.noisy.noisy_objective
+
+    def recording(objective, noise_model, **kw):
+        assert noise_model == model  # the calibrated model for --metric
+        noisy.append(real(objective, noise_model, **kw))
+        return noisy[-1]
+
+    monkeypatch.setattr(agent.noisy, "noisy_objective", recording)
+    model_path = train(_tiny(tmp_path, path), sampler=sampler)
+
+    # every episode ran on a noisy objective wrapping the sampler's, and measured with noise
+    assert bases and len(noisy) == len(bases)
+    assert all(n.noise_cv > 0 for n in noisy)
+    assert sum(n.runs for n in noisy) >= 100
+    assert all(len(set(n.seeds)) == n.runs for n in noisy)  # a fresh simulator seed every run
+    # the config says how it was trained, and still loads as a policy config
+    config = json.loads(model_path.with_suffix(".json").read_text())
+    assert config["noise"] == str(path)
+    assert config["noise_model"] == model.to_dict()
+    assert config["train_args"]["noise"] == str(path)
+    loaded = PolicyConfig.load(model_path.with_suffix(".json"))
+    assert loaded.extra["noise"] == str(path)
+
+
+def test_without_noise_the_config_says_noise_free(tmp_path):
+    from agent.train import policy_config
+
+    config = policy_config(Args(), command="")
+    assert config["noise"] is None and "noise_model" not in config
