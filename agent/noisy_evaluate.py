@@ -120,7 +120,7 @@ def run_noisy_task(task: NoisyTask) -> dict[str, Any]:
     reference = codec.reference()
     t_ref = truth(reference)
     seed_cv = truth.seed_cv(reference)
-    model = NoiseModel(**{k: v for k, v in task.noise.items() if k in ("floor", "scale", "drift", "metric")})
+    model = NoiseModel.from_dict(task.noise, metric=task.metric)
     lab_cv = model.cv(float(len(base.workload)), float(base.workload.duration_s))
     noise_cv = extra_cv(lab_cv, seed_cv)
     oracle_actions = ([np.asarray(a, dtype=np.float32) for a in task.oracle_actions] if task.oracle_actions is not None

@@ -152,7 +152,7 @@ def calibrate_cmd(
     seed: int = typer.Option(1, "--seed", help="Seed of the workload recipe (differs from fidelity's default 0)."),
     noise: bool = typer.Option(False, "--noise", metavar="", help="Measure the lab's run-to-run noise instead: the "
                                "lab workload under the default profile, --repeats times per (length, load) cell, "
-                               "and fit cv^2 = floor^2 + scale^2/N + drift^2/d (testbed/local/noise.py); -o defaults to "
+                               "and fit cv = c0 (N/N0)^a (d/d0)^b (testbed/local/noise.py); -o defaults to "
                                "runs/calibration/noise.yaml."),
     durations: str = typer.Option("10,20,40", "--durations", help="--noise: workload lengths (s), comma-separated, "
                                   "each at the lab's rate."),
@@ -255,8 +255,9 @@ def _print_noise(c, measured) -> None:
 
     for metric, cs in measured.items():
         model = fit_noise(cs, metric)
-        t = Table("length (s)", "load (/s)", "requests", "cv", "model cv", title=f"{metric}: cv^2 = "
-                  f"{model.floor:.4f}^2 + {model.scale:.4f}^2/N + {model.drift:.4f}^2/d")
+        t = Table("length (s)", "load (/s)", "requests", "cv", "model cv", title=f"{metric}: cv = "
+                  f"{model.c0:.4f} (N/{model.n0:.0f})^{model.n_exp:.2f} (d/{model.d0:.0f})^{model.d_exp:.2f}, "
+                  f"N in [{model.n_range[0]:g}, {model.n_range[1]:g}], d in [{model.d_range[0]:g}, {model.d_range[1]:g}]")
         for cell in cs:
             t.add_row(f"{cell.duration_s:g}", f"{cell.rate_per_s:g}", f"{cell.requests:g}", f"{cell.cv:.4f}",
                       f"{model.cv(cell.requests, cell.duration_s):.4f}")

@@ -9,16 +9,16 @@ workload is replayed ``repeats`` times under the same profile, each from a reset
 tuning step runs it. The spread of a cell is the coefficient of variation of the metric over its
 repeats (sample standard deviation over the mean, ``ddof = 1``).
 
-Model: ``cv^2 = floor^2 + scale^2 / N + drift^2 / d`` with ``N = d * r`` the requests of one run
-and ``d`` its length in seconds. The ``scale^2 / N`` term is the sampling noise of a mean over ``N``
-requests (a variance falling as ``1 / N``); ``drift^2 / d`` is what averages out with time rather
-than with requests (the machine's other work, the cold starts every reset brings back, whose share
-of a run falls as it grows); ``floor`` is what does neither. The cells vary length at a fixed load
-and load at a fixed length (a cross), so the three terms are separable. They are fitted by
-non-negative least squares on the cells' squared CVs, each weighted by its degrees of freedom
-(``repeats - 1``), so a cell measured with more repeats counts more. With fewer distinct cells
-than terms, the terms that cannot be separated are dropped (``drift`` first, then ``scale``).
-Extrapolating to runs much longer than the longest cell trusts the ``1 / d`` and ``1 / N`` shapes.
+Model: ``cv = c0 * (N / N0)^a * (d / d0)^b`` with ``N = d * r`` the requests of one run, ``d`` its
+length in seconds and ``(N0, d0)`` the geometric centre of the measured cells; ``log cv`` is fitted
+by weighted least squares (weights ``repeats - 1``: a cell measured with more repeats counts more).
+A power law because the lab does not follow the textbook ``1 / sqrt(N)``: on this machine the
+spread *grows* with length and load (a longer or busier run crosses more of the autoscaler's
+scale-up decisions, each a cold start that lands at a different moment), so the form has to be
+able to go either way. ``N`` and ``d`` are clamped to the measured ranges before the law is
+applied: outside them nothing was measured, and the model says what the nearest measured edge
+says rather than extrapolating a trend from a handful of cells. With cells that cannot separate
+the two exponents (every cell at one load), ``b`` is dropped; with one cell size, ``a`` too.
 
 The file (YAML) keeps every cell and every repeat's value, so the fit can be checked and redone.
 """
@@ -62,61 +62,99 @@ class NoiseCell:
 
 @dataclass(frozen=True)
 class NoiseModel:
-    """``cv = sqrt(floor^2 + scale^2 / N + drift^2 / d)``: the run-to-run spread of a latency
-    metric of a run of ``N`` requests over ``d`` seconds, as a coefficient of variation."""
+    """``cv = c0 * (N / n0)^n_exp * (d / d0)^d_exp``, ``N`` clamped to ``n_range`` and ``d`` to
+    ``d_range``: the run-to-run spread, as a coefficient of variation, of a latency metric of a run
+    of ``N`` requests over ``d`` seconds."""
 
-    floor: float
-    scale: float
-    drift: float = 0.0
+    c0: float
+    n_exp: float = 0.0
+    d_exp: float = 0.0
+    n0: float = 1.0
+    d0: float = 1.0
+    n_range: tuple[float, float] = (0.0, math.inf)
+    d_range: tuple[float, float] = (0.0, math.inf)
     metric: str = "mean"
     source: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("floor", "scale", "drift"):
+        def bad(name: str, value: Any, positive: bool) -> bool:
+            return (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+                    or (positive and value <= 0))
+
+        for name, positive in (("c0", False), ("n_exp", False), ("d_exp", False), ("n0", True), ("d0", True)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
-                raise InputError(f"must be a finite number >= 0, got {value!r}", file=self.source or None,
-                                 field=f"model.{name}")
+            if bad(name, value, positive) or (name == "c0" and value < 0):
+                raise InputError(f"must be a finite number{' > 0' if positive else ''}{' >= 0' if name == 'c0' else ''}, "
+                                 f"got {value!r}", file=self.source or None, field=f"model.{name}")
+        for name in ("n_range", "d_range"):
+            low, high = getattr(self, name)
+            if isinstance(low, bool) or isinstance(high, bool) or not (0 <= low <= high):
+                raise InputError(f"must be [low, high] with 0 <= low <= high, got {[low, high]!r}",
+                                 file=self.source or None, field=f"model.{name}")
 
     def cv(self, requests: float, duration_s: float) -> float:
         """The predicted coefficient of variation of one run of ``requests`` requests over
-        ``duration_s`` seconds."""
+        ``duration_s`` seconds (each clamped to the measured range)."""
         for name, value in (("requests", requests), ("duration_s", duration_s)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
                 raise InputError(f"a run has a positive {name}, got {value!r}", field=name)
-        return math.sqrt(self.floor**2 + self.scale**2 / requests + self.drift**2 / duration_s)
+        n = min(max(float(requests), self.n_range[0]), self.n_range[1])
+        d = min(max(float(duration_s), self.d_range[0]), self.d_range[1])
+        return self.c0 * (n / self.n0) ** self.n_exp * (d / self.d0) ** self.d_exp
 
     def to_dict(self) -> dict[str, Any]:
-        return {"floor": float(self.floor), "scale": float(self.scale), "drift": float(self.drift),
-                "metric": self.metric}
+        return {"c0": float(self.c0), "n_exp": float(self.n_exp), "d_exp": float(self.d_exp), "n0": float(self.n0),
+                "d0": float(self.d0), "n_range": [float(x) for x in self.n_range],
+                "d_range": [float(x) for x in self.d_range], "metric": self.metric}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, metric: str = "mean", source: str = "") -> NoiseModel:
+        """The ``model`` mapping of a calibration file (or :meth:`to_dict`), every field checked."""
+        where = source or None
+        if "c0" not in data:
+            raise InputError("missing", file=where, field="model.c0")
+        ranges = {}
+        for name in ("n_range", "d_range"):
+            value = data.get(name, [0.0, math.inf])
+            if (not isinstance(value, list | tuple) or len(value) != 2
+                    or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)):
+                raise InputError(f"must be [low, high], got {value!r}", file=where, field=f"model.{name}")
+            ranges[name] = (float(value[0]), float(value[1]))
+        return cls(c0=data["c0"], n_exp=data.get("n_exp", 0.0), d_exp=data.get("d_exp", 0.0), n0=data.get("n0", 1.0),
+                   d0=data.get("d0", 1.0), **ranges, metric=metric, source=source)
 
 
 def fit_noise(cells: Sequence[NoiseCell], metric: str = "mean") -> NoiseModel:
-    """Fit ``cv^2 = floor^2 + scale^2 / N + drift^2 / d`` by weighted non-negative least squares
+    """Fit ``log cv = log c0 + n_exp log(N / n0) + d_exp log(d / d0)`` by weighted least squares
     (see the module docstring); the weights are each cell's ``repeats - 1``."""
-    from scipy.optimize import nnls
-
     if not cells:
         raise TestbedError("no noise cells to fit")
     for c in cells:
         if len(c.values) < MIN_REPEATS:
             raise TestbedError(f"a noise cell needs >= {MIN_REPEATS} repeats, got {len(c.values)} "
                                f"({c.duration_s:g} s at {c.rate_per_s:g}/s)")
-    y = np.array([c.cv**2 for c in cells])
+        if not c.cv > 0:
+            raise TestbedError(f"the cell {c.duration_s:g} s at {c.rate_per_s:g}/s has no spread (every repeat "
+                               "measured the same): a log-scale fit needs a positive spread")
+    n = np.array([c.requests for c in cells])
+    d = np.array([c.duration_s for c in cells])
+    n0, d0 = float(np.exp(np.log(n).mean())), float(np.exp(np.log(d).mean()))
+    y = np.log([c.cv for c in cells])
     w = np.sqrt(np.array([len(c.values) - 1.0 for c in cells]))
-    columns = {"floor": np.ones(len(cells)), "scale": np.array([1.0 / c.requests for c in cells]),
-               "drift": np.array([1.0 / c.duration_s for c in cells])}
-    names = ["floor", "scale", "drift"]
-    while len(names) > 1:  # drop the terms the cells cannot separate (drift first, then scale)
-        m = np.stack([columns[n] / np.abs(columns[n]).max() for n in names], axis=1)
+    columns = {"c0": np.ones(len(cells)), "n_exp": np.log(n / n0), "d_exp": np.log(d / d0)}
+    names = ["c0", "n_exp", "d_exp"]
+    while len(names) > 1:  # drop what the cells cannot separate (d_exp first, then n_exp)
+        m = np.stack([columns[k] for k in names], axis=1)
         if np.linalg.matrix_rank(m, tol=1e-9) == len(names):
             break
         names.pop()
-    a = np.stack([columns[n] for n in names], axis=1) * w[:, None]
-    coef, _ = nnls(a, y * w)
-    fitted = dict.fromkeys(("floor", "scale", "drift"), 0.0)
-    fitted.update({n: math.sqrt(max(float(v), 0.0)) for n, v in zip(names, coef, strict=True)})
-    return NoiseModel(**fitted, metric=metric)
+    a = np.stack([columns[k] for k in names], axis=1) * w[:, None]
+    coef, *_ = np.linalg.lstsq(a, y * w, rcond=None)
+    fitted = {"c0": 0.0, "n_exp": 0.0, "d_exp": 0.0}
+    fitted.update({k: float(v) for k, v in zip(names, coef, strict=True)})
+    return NoiseModel(c0=math.exp(fitted["c0"]), n_exp=fitted["n_exp"], d_exp=fitted["d_exp"], n0=n0, d0=d0,
+                      n_range=(float(n.min()), float(n.max())), d_range=(float(d.min()), float(d.max())),
+                      metric=metric)
 
 
 def noise_cells(durations: Sequence[float], rates: Sequence[float], reference_rate: float,
@@ -172,8 +210,8 @@ def write_noise(path: Path, cells: Mapping[str, Sequence[NoiseCell]], info: Mapp
     for metric, cs in cells.items():
         model = fit_noise(cs, metric)
         doc["metrics"][metric] = {
-            "model": {"floor": round(float(model.floor), 6), "scale": round(float(model.scale), 6),
-                      "drift": round(float(model.drift), 6)},
+            "model": {k: ([round(x, 6) for x in v] if isinstance(v, list) else round(v, 6))
+                      for k, v in model.to_dict().items() if k != "metric"},
             "cells": [
                 {"duration_s": float(c.duration_s), "rate_per_s": float(c.rate_per_s), "requests": float(c.requests),
                  "cv": round(float(c.cv), 6), "predicted_cv": round(float(model.cv(c.requests, c.duration_s)), 6),
@@ -235,9 +273,4 @@ def load_noise_model(path: Path, metric: str = "mean") -> NoiseModel:
     if not isinstance(entry, dict) or not isinstance(entry.get("model"), dict):
         raise InputError(f"no model for metric {metric!r} (has: {sorted(map(str, metrics))})", file=path,
                          field=f"metrics.{metric}.model")
-    model = entry["model"]
-    for name in ("floor", "scale"):
-        if name not in model:
-            raise InputError("missing", file=path, field=f"metrics.{metric}.model.{name}")
-    return NoiseModel(floor=model["floor"], scale=model["scale"], drift=model.get("drift", 0.0), metric=metric,
-                      source=str(path))
+    return NoiseModel.from_dict(entry["model"], metric=metric, source=str(path))

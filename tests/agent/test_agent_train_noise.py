@@ -21,8 +21,8 @@ def _no_episode(rng):
     raise AssertionError("an environment started before the noise file was checked")
 
 
-@pytest.mark.parametrize("text", ["metrics: [1, 2", "metrics: {p95: {model: {floor: 0.1, scale: 1}}}\n",
-                                  "metrics: {mean: {model: {floor: -0.1, scale: 1}}}\n", None])
+@pytest.mark.parametrize("text", ["metrics: [1, 2", "metrics: {p95: {model: {c0: 0.1}}}\n",
+                                  "metrics: {mean: {model: {c0: -0.1}}}\n", None])
 def test_a_bad_noise_file_fails_before_training(tmp_path, text):
     bad = tmp_path / "noise.yaml"
     if text is not None:  # None: the file is missing
@@ -45,7 +45,7 @@ def test_training_on_noisy_episodes_records_the_calibration(tmp_path, monkeypatc
         "p95": [NoiseCell(10.0, 3.0, (1.0, 1.3, 0.9)), NoiseCell(40.0, 3.0, (1.0, 1.1, 0.95))],
     }, {"cluster": "lab-small", "repeats": 3})
     model = load_noise_model(path, "mean")
-    assert model.floor > 0 or model.scale > 0
+    assert model.c0 > 0
 
     cluster = load_cluster("lab-small")
     workload = poisson(2.0, 10.0, ["float-ops", "aes"], seed=0)

@@ -25,34 +25,41 @@ def test_cell_cv_is_the_sample_cv():
     assert c.requests == 60.0
 
 
-def test_fit_recovers_all_three_terms_from_a_cross():
-    truth = NoiseModel(floor=0.03, scale=0.5, drift=0.2)
+def test_fit_recovers_a_power_law_from_a_cross():
+    truth = NoiseModel(c0=0.1, n_exp=0.8, d_exp=-0.3, n0=100.0, d0=20.0)
     cells = [cell_with_cv(d, r, truth.cv(d * r, d)) for d, r in noise_cells([10, 20, 40], [3, 12], 6.0, 20.0)]
     fitted = fit_noise(cells)
-    assert fitted.floor == pytest.approx(0.03, rel=1e-3)
-    assert fitted.scale == pytest.approx(0.5, rel=1e-3)
-    assert fitted.drift == pytest.approx(0.2, rel=1e-3)
-
-
-def test_fit_drops_the_term_a_fixed_load_cannot_separate():
-    # at one rate, 1/N and 1/d are the same column: drift is dropped, the cells are still predicted
-    truth = NoiseModel(floor=0.02, scale=0.4)
-    cells = [cell_with_cv(d, 6.0, truth.cv(d * 6.0, d)) for d in (10, 20, 40)]
-    fitted = fit_noise(cells)
-    assert fitted.drift == 0.0
     for c in cells:
-        assert fitted.cv(c.requests, c.duration_s) == pytest.approx(c.cv, rel=1e-3)
+        assert fitted.cv(c.requests, c.duration_s) == pytest.approx(c.cv, rel=1e-6)
+    assert fitted.n_exp == pytest.approx(0.8) and fitted.d_exp == pytest.approx(-0.3)
+    assert (fitted.n_range, fitted.d_range) == ((60.0, 240.0), (10.0, 40.0))
 
 
-def test_one_cell_is_all_floor():
+def test_the_model_never_extrapolates_beyond_the_measured_cells():
+    m = NoiseModel(c0=0.1, n_exp=1.0, d_exp=-0.5, n0=100.0, d0=20.0, n_range=(50.0, 200.0), d_range=(10.0, 40.0))
+    assert m.cv(12_000, 300) == pytest.approx(m.cv(200, 40)) == pytest.approx(0.1 * 2.0 * 2.0**-0.5)
+    assert m.cv(1, 1) == pytest.approx(m.cv(50, 10))
+    assert m.cv(100, 20) == pytest.approx(0.1)
+
+
+def test_fit_drops_the_exponent_a_fixed_load_cannot_separate():
+    # at one rate, log N and log d are the same column up to a constant: d_exp is dropped
+    cells = [cell_with_cv(d, 6.0, 0.05 * (d / 10) ** 0.5) for d in (10, 20, 40)]
+    fitted = fit_noise(cells)
+    assert fitted.d_exp == 0.0 and fitted.n_exp == pytest.approx(0.5)
+    for c in cells:
+        assert fitted.cv(c.requests, c.duration_s) == pytest.approx(c.cv, rel=1e-6)
+
+
+def test_one_cell_size_is_a_constant():
     fitted = fit_noise([cell_with_cv(20, 6, 0.08)])
-    assert (fitted.floor, fitted.scale, fitted.drift) == (pytest.approx(0.08), 0.0, 0.0)
+    assert (fitted.c0, fitted.n_exp, fitted.d_exp) == (pytest.approx(0.08), 0.0, 0.0)
 
 
 def test_weights_favour_cells_with_more_repeats():
     a, b = cell_with_cv(20, 6, 0.05, repeats=21), cell_with_cv(20, 6, 0.15, repeats=3)
-    fitted = fit_noise([a, b])  # one distinct cell size: a weighted mean of cv^2, 20:2
-    assert fitted.floor == pytest.approx(math.sqrt((20 * 0.05**2 + 2 * 0.15**2) / 22))
+    fitted = fit_noise([a, b])  # one cell size: a weighted mean of log cv, 20:2
+    assert fitted.c0 == pytest.approx(math.exp((20 * math.log(0.05) + 2 * math.log(0.15)) / 22))
 
 
 def test_fit_refuses_a_cell_without_a_spread():
@@ -66,8 +73,10 @@ def test_model_refuses_impossible_runs():
         m.cv(0, 10)
     with pytest.raises(InputError, match="duration_s"):
         m.cv(10, float("nan"))
-    with pytest.raises(InputError, match="floor"):
+    with pytest.raises(InputError, match="c0"):
         NoiseModel(-0.1, 0.5)
+    with pytest.raises(TestbedError, match="no spread"):
+        fit_noise([NoiseCell(10, 6, (0.3, 0.3))])
 
 
 def test_noise_cells_are_a_cross():
@@ -79,8 +88,9 @@ def test_file_round_trip(tmp_path):
     path = write_noise(tmp_path / "noise.yaml", {"mean": cells, "p95": cells}, {"cluster": "lab-small"})
     loaded = load_noise_model(path, "mean")
     fitted = fit_noise(cells)
-    assert loaded.floor == pytest.approx(fitted.floor, abs=1e-6)
-    assert loaded.scale == pytest.approx(fitted.scale, abs=1e-6)
+    for c in cells:
+        assert loaded.cv(c.requests, c.duration_s) == pytest.approx(fitted.cv(c.requests, c.duration_s), rel=1e-4)
+    assert NoiseModel.from_dict(fitted.to_dict()) == fitted
     doc = yaml.safe_load(path.read_text())
     assert [c["values"] for c in doc["metrics"]["mean"]["cells"]] == [[round(v, 6) for v in c.values] for c in cells]
 
@@ -91,10 +101,13 @@ def test_file_round_trip(tmp_path):
         (b"\x89PNG\r\n\x1a\n\x00\xff", "not UTF-8"),
         (b"metrics: [unclosed", "not YAML"),
         (b"just text", "no 'metrics' mapping"),
-        (b"metrics: {p95: {model: {floor: 0.1, scale: 0.1}}}", "no model for metric 'mean'"),
-        (b"metrics: {mean: {model: {scale: 0.1}}}", "field metrics.mean.model.floor"),
-        (b"metrics: {mean: {model: {floor: -1, scale: 0.1}}}", "field model.floor"),
-        (b"metrics: {mean: {model: {floor: .inf, scale: 0.1}}}", "field model.floor"),
+        (b"metrics: {p95: {model: {c0: 0.1}}}", "no model for metric 'mean'"),
+        (b"metrics: {mean: {model: {n_exp: 0.1}}}", "field model.c0"),
+        (b"metrics: {mean: {model: {c0: -1}}}", "field model.c0"),
+        (b"metrics: {mean: {model: {c0: .inf}}}", "field model.c0"),
+        (b"metrics: {mean: {model: {c0: 0.1, n_exp: yes}}}", "field model.n_exp"),
+        (b"metrics: {mean: {model: {c0: 0.1, n_range: [5]}}}", "field model.n_range"),
+        (b"metrics: {mean: {model: {c0: 0.1, d_range: [9, 3]}}}", "field model.d_range"),
     ],
 )
 def test_bad_files_are_one_line_naming_the_file(tmp_path, content, message):
