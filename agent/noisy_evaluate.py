@@ -281,11 +281,20 @@ def evaluate_noisy(
                        oracle_runs, tuple(tuple(a) for a in cache[key(s)]) if key(s) in cache else None)
              for s in scenarios]
     results: list[dict[str, Any]] = []
+    log.info("noisy protocol: %d scenarios x %d seeds x %d budgets x %d methods, %d worker(s)", len(tasks),
+             len(seed_list), len(budget_list), len(all_methods), jobs)
+
+    def done(result: dict[str, Any]) -> None:
+        results.append(result)
+        log.info("  %s done (%d/%d)", result["scenario"], len(results), len(tasks))
+
     if jobs > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(run_noisy_task, tasks))
+            for result in pool.map(run_noisy_task, tasks):
+                done(result)
     else:
-        results = [run_noisy_task(t) for t in tasks]
+        for task in tasks:
+            done(run_noisy_task(task))
     for r in results:
         cache[key(r["scenario"])] = r["oracle_actions"]
     write_atomic(cache_path, json.dumps(cache, indent=1, sort_keys=True) + "\n")

@@ -1,0 +1,60 @@
+"""The lab table's arithmetic on hand-written experiment summaries (the experiments themselves are
+`scoretune tune --backend local` runs, tested in test_agent_tune.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.errors import AgentError, InputError
+from agent.lab_table import LabMethod, collect, experiment_dir, lab_markdown, write_report
+
+
+def write_experiment(out, scenario, method, seed, *, applied, refs=(), cands=()):
+    d = experiment_dir(out, scenario, method, seed)
+    d.mkdir(parents=True)
+    conf = {"reference_samples": list(refs), "samples": list(cands)} if refs else None
+    summary = {"cluster": scenario, "reference_metric": 1.0, "best_metric": 0.5, "best_step": 3,
+               "improvement_pct": 50.0, "applied_step": 3 if applied else 0, "confirmation": conf,
+               "verdict": "improvement" if applied else "no-difference", "applied_label": "x"}
+    (d / "summary.json").write_text(json.dumps(summary))
+    (d / "config.json").write_text(json.dumps({"seed": seed}))
+
+
+def test_applied_improvement_and_the_comparison_by_hand(tmp_path):
+    # gp: seed 0 confirmed +20 % and +40 % (mean 30), seed 1 not confirmed (the reference applied: 0)
+    write_experiment(tmp_path, "lab-a", "gp", 0, applied=True, refs=(1.0, 1.0), cands=(0.8, 0.6))
+    write_experiment(tmp_path, "lab-a", "gp", 1, applied=False, refs=(1.0, 1.0), cands=(1.1, 0.7))
+    write_experiment(tmp_path, "lab-a", "policy", 0, applied=True, refs=(2.0, 2.0), cands=(1.0, 1.0))
+    write_experiment(tmp_path, "lab-a", "policy", 1, applied=True, refs=(1.0, 1.0), cands=(0.5, 0.5))
+    frame = collect(tmp_path, ["lab-a"], ["gp", "policy"], [0, 1]).set_index(["method", "seed"])
+    assert frame.loc[("gp", 0), "applied_pct"] == pytest.approx(30.0)
+    assert frame.loc[("gp", 1), "applied_pct"] == 0.0 and frame.loc[("gp", 1), "pairs"] == [0.0, 0.0]
+    assert frame.loc[("policy", 0), "applied_pct"] == pytest.approx(50.0)
+    table = lab_markdown(frame.reset_index(), "policy")
+    # policy vs gp per seed: 1 - 0.5/0.7 = 28.6 %, 1 - 0.5/1.0 = 50 %
+    assert "+39.3" in table
+    assert "(seeds: +30.0, +0.0)" in table and "(seeds: +50.0, +50.0)" in table
+    path = write_report(tmp_path, frame.reset_index(), "policy", {"command": "test"})
+    assert path.read_text() == table
+
+
+def test_an_unfinished_experiment_is_named(tmp_path):
+    write_experiment(tmp_path, "lab-a", "gp", 0, applied=True, refs=(1.0,), cands=(0.8,))
+    with pytest.raises(AgentError, match="seed1: not finished"):
+        collect(tmp_path, ["lab-a"], ["gp"], [0, 1])
+    bad = experiment_dir(tmp_path, "lab-b", "gp", 0)
+    bad.mkdir(parents=True)
+    (bad / "summary.json").write_bytes(b"\xff\xfe")
+    with pytest.raises(InputError, match="not a finished tune experiment"):
+        collect(tmp_path, ["lab-b"], ["gp"], [0])
+
+
+def test_methods_are_checked(tmp_path):
+    assert LabMethod.parse("gp", tmp_path / "p.zip").tune_args() == ["--method", "gp"]
+    assert LabMethod.parse("policy", tmp_path / "p.zip").tune_args() == ["--policy", str(tmp_path / "p.zip")]
+    with pytest.raises(AgentError, match="not a baseline"):
+        LabMethod.parse("gpp", tmp_path / "p.zip")
+    with pytest.raises(InputError, match="does not exist"):
+        LabMethod.parse(f"mine={tmp_path / 'none.zip'}", tmp_path / "p.zip")
