@@ -267,11 +267,20 @@ def combine_command(
     out: Path = typer.Option(..., "--out", "-o", help="Directory for the combined table.md, table.csv, results.csv, "
                              "plots."),
     methods: str = typer.Option("", help="Keep only these methods, comma-separated (default: all)."),
+    protocol: Protocol = typer.Option(Protocol.NOISE_FREE, help="The protocol the evaluations ran with."),
+    steps: int = typer.Option(10, min=1, max=10_000, help="noisy: the budget of the headline table."),
 ) -> None:
     """One results table from several evaluations (a set evaluated in parts, or new policies on
     scenarios the baselines already ran on), rescored together."""
     from agent.evaluate import combine
 
+    if protocol == Protocol.NOISY:
+        from agent.noisy_evaluate import combine_noisy
+
+        combine_noisy(dirs, out, steps, [m for m in methods.split(",") if m] or None)
+        console.print((out / "table.md").read_text())
+        console.print(f"wrote {out}/table.md, table.csv, budget.md, budget.csv, results.csv, evaluation.json")
+        return
     table = combine(dirs, out, [m for m in methods.split(",") if m] or None)
     best_baseline = json.loads((out / "evaluation.json").read_text()).get("best_baseline")
     console.print(terminal_table(table, best_baseline))

@@ -13,9 +13,13 @@ Per scenario, seed, budget ``B`` and method (agent/noisy.py has the noise model)
 Scores per row, all in true terms: improvement over the default weights
 ``100 (t_ref - t_applied) / t_ref``; over the best baseline ``100 (t_bb - t_applied) / t_bb`` (the
 baseline, ``+reeval`` variants included, with the highest mean true improvement at the headline
-budget; paired by scenario, seed and budget); gap closed ``(t_ref - t_applied) / (t_ref - t_*)``
-with ``t_*`` the true oracle: the best true metric among the top profiles of a noise-free search
-(TPE, ``oracle_runs`` runs on simulator seed 0) and every profile any method applied. The
+budget; paired by scenario, seed and budget); gap closed: the share of the default→oracle gap the
+applied profiles close, ``mean_s (t_ref - t_applied) / t_ref`` over ``mean_s (t_ref - t_*) / t_ref``
+across the scenarios ``s`` of a seed, with ``t_*`` the true oracle: the best true metric among the
+top profiles of a noise-free search (TPE, ``oracle_runs`` runs on simulator seed 0) and every
+profile any method applied. A ratio of means, not a mean of per-scenario ratios as in the
+noise-free protocol: a scenario whose true headroom is a fraction of a percent (several are) would
+otherwise turn the truth's own estimation error into gap shares of several hundred percent. The
 *claimed* improvement is what the tuner's own measurements say of the profile it applies
 (``100 (mean measured reference - mean measured applied) / mean measured reference``): the gap
 between claimed and true is the winner's curse.
@@ -174,12 +178,22 @@ def score_noisy(rows: Sequence[Mapping[str, Any]], headline: int) -> pd.DataFram
     return frame
 
 
+def _per_seed(group: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """Means over scenarios per seed; ``gap_closed`` as the ratio of means (module docstring)."""
+    per_seed = group.groupby("seed")[[c for c in cols if c != "gap_closed"]].mean()
+    if "gap_closed" in cols:
+        ref, app, orc = (group[c].to_numpy(float) for c in ("true_reference", "true_applied", "oracle"))
+        parts = group.assign(_gain=(ref - app) / ref, _room=(ref - orc) / ref).groupby("seed")[["_gain", "_room"]].mean()
+        per_seed["gap_closed"] = np.where(parts["_room"] > 1e-12, parts["_gain"] / parts["_room"].where(parts["_room"] > 1e-12, 1.0), 1.0)
+    return per_seed
+
+
 def noisy_summary(frame: pd.DataFrame, budget: int) -> pd.DataFrame:
     """One row per method at ``budget``: means and 95 % intervals over seeds."""
     cols = [c for c in ("improvement_pct", "over_best_baseline_pct", "gap_closed", "claimed_pct") if c in frame]
     out = []
     for method, group in frame[frame["budget"] == budget].groupby("method", sort=False):
-        per_seed = group.groupby("seed")[cols].mean()
+        per_seed = _per_seed(group, cols)
         row: dict[str, Any] = {"method": method, "budget": budget, "scenarios": group["scenario"].nunique(),
                                "seeds": len(per_seed)}
         for c in cols:
@@ -193,7 +207,7 @@ def noisy_budget(frame: pd.DataFrame) -> pd.DataFrame:
     """The true gap closed per method and budget (the budget table of the noisy protocol)."""
     out = []
     for (method, budget), group in frame.groupby(["method", "budget"], sort=False):
-        ci = mean_ci(group.groupby("seed")["gap_closed"].mean().to_numpy())
+        ci = mean_ci(_per_seed(group, ["gap_closed"])["gap_closed"].to_numpy())
         out.append({"method": method, "steps": int(budget), "gap_closed": ci.mean, "gap_closed_low": ci.low,
                     "gap_closed_high": ci.high})
     return pd.DataFrame(out)
@@ -299,16 +313,8 @@ def evaluate_noisy(
         cache[key(r["scenario"])] = r["oracle_actions"]
     write_atomic(cache_path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
     frame = score_noisy([row for r in results for row in r["rows"]], steps)
-    table = noisy_summary(frame, steps)
-    flat = frame.copy()
-    flat["metrics"] = flat["metrics"].map(json.dumps)
-    write_atomic(out_dir / "results.csv", flat.to_csv(index=False))
-    write_atomic(out_dir / "table.csv", table.to_csv(index=False))
+    table = write_noisy_tables(frame, out_dir, steps)
     best = frame.attrs.get("best_baseline")
-    write_atomic(out_dir / "table.md", noisy_markdown(table, best))
-    budget = noisy_budget(frame)
-    write_atomic(out_dir / "budget.csv", budget.to_csv(index=False))
-    write_atomic(out_dir / "budget.md", budget_markdown(budget))
     noise_rows = frame.groupby("scenario")[["lab_cv", "seed_cv", "noise_cv"]].first().reset_index()
     meta = {
         "protocol": "noisy", "scenarios": list(scenarios), "seeds": seeds, "seed_offset": seed_offset,
@@ -318,5 +324,71 @@ def evaluate_noisy(
         "noise_per_scenario": noise_rows.to_dict("records"),
         "config": dict(config or {}), "provenance": provenance(),
     }
+    write_atomic(out_dir / "evaluation.json", json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    return table
+
+
+def write_noisy_tables(frame: pd.DataFrame, out_dir: Path, steps: int) -> pd.DataFrame:
+    """``results.csv``, ``table.md/csv`` (at ``steps``) and ``budget.md/csv`` of a scored frame."""
+    table = noisy_summary(frame, steps)
+    flat = frame.copy()
+    flat["metrics"] = flat["metrics"].map(json.dumps)
+    write_atomic(out_dir / "results.csv", flat.to_csv(index=False))
+    write_atomic(out_dir / "table.csv", table.to_csv(index=False))
+    write_atomic(out_dir / "table.md", noisy_markdown(table, frame.attrs.get("best_baseline")))
+    budget = noisy_budget(frame)
+    write_atomic(out_dir / "budget.csv", budget.to_csv(index=False))
+    write_atomic(out_dir / "budget.md", budget_markdown(budget))
+    return table
+
+
+NOISY_COLUMNS = ("scenario", "seed", "budget", "method", "metrics", "applied", "true_reference", "true_applied",
+                 "claimed_pct", "noise_cv", "lab_cv", "seed_cv", "oracle_search")
+
+
+def combine_noisy(dirs: Sequence[Path], out_dir: Path, steps: int, methods: Sequence[str] | None = None) -> pd.DataFrame:
+    """One noisy table from several noisy evaluations of the same scenarios and seeds (a method run
+    later is compared with the others on the same measurement streams: the streams depend only on
+    the seed and the budget), rescored together: the oracle becomes the best of all of them."""
+    from agent.errors import InputError
+
+    parts = []
+    for d in dirs:
+        path = Path(d) / "results.csv"
+        if not path.is_file():
+            raise AgentError(f"{path}: missing (an output of `scoretune evaluate --protocol noisy --out {d}`)")
+        try:
+            part = pd.read_csv(path, keep_default_na=False)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:
+            raise InputError(f"not a noisy results table ({type(err).__name__})", file=path) from None
+        missing = [c for c in NOISY_COLUMNS if c not in part.columns]
+        if missing:
+            raise InputError(f"not a noisy results table (no column {missing[0]!r})", file=path)
+        try:
+            part["metrics"] = part["metrics"].map(json.loads)
+            for c in ("true_reference", "true_applied", "oracle_search", "claimed_pct"):
+                part[c] = part[c].astype(float)
+        except (ValueError, TypeError) as err:
+            raise InputError(f"a value is not a number or a JSON list ({err})", file=path) from None
+        parts.append(part[list(NOISY_COLUMNS)])
+    if not parts:
+        raise AgentError("combine: no evaluation directories given")
+    rows = pd.concat(parts, ignore_index=True)
+    dup = rows.duplicated(["scenario", "seed", "budget", "method"])
+    if dup.any():
+        r = rows[dup].iloc[0]
+        raise AgentError(f"method {r['method']!r} ran twice on ({r['scenario']}, seed {r['seed']}, budget {r['budget']})")
+    rows["oracle_search"] = rows.groupby("scenario")["oracle_search"].transform("min")
+    if methods:
+        unknown = [m for m in methods if m not in set(rows["method"])]
+        if unknown:
+            raise AgentError(f"method {unknown[0]!r} is in none of {[str(d) for d in dirs]}")
+        rows = rows[rows["method"].isin(list(methods))]
+    frame = score_noisy(rows.to_dict("records"), steps)
+    _make_out_dir(out_dir)
+    table = write_noisy_tables(frame, out_dir, steps)
+    meta = {"protocol": "noisy", "combined": [str(d) for d in dirs], "steps": steps,
+            "methods": list(dict.fromkeys(frame["method"])), "best_baseline": frame.attrs.get("best_baseline"),
+            "provenance": provenance()}
     write_atomic(out_dir / "evaluation.json", json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     return table

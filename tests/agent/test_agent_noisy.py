@@ -190,3 +190,30 @@ def test_evaluate_noisy_end_to_end(lab, tmp_path, monkeypatch):
     assert math.isfinite(float(results["noise_cv"].iloc[0]))
     with pytest.raises(AgentError, match="not a baseline"):
         evaluate_noisy(["tiny"], seeds=1, out_dir=tmp_path, noise=NoiseModel(0.05, 0.3), methods=["nope"])
+
+
+def test_combine_rescored_over_the_union(lab, tmp_path, monkeypatch):
+    from agent.noisy_evaluate import combine_noisy
+
+    cluster, workload = lab
+    monkeypatch.setattr(so, "scenario_objective",
+                        lambda name, seed, metric="mean": so.SimObjective(cluster, workload, seed, metric, name=name))
+    common = dict(seeds=2, noise=NoiseModel(0.05, 0.3), steps=2, budgets=(), truth_seeds=2, oracle_runs=10)
+    evaluate_noisy(["tiny"], out_dir=tmp_path / "a", methods=["default", "random"], **common)
+    evaluate_noisy(["tiny"], out_dir=tmp_path / "b", methods=["tpe"], **common)
+    table = combine_noisy([tmp_path / "a", tmp_path / "b"], tmp_path / "c", 2)
+    assert list(table["method"]) == ["default", "random", "tpe"]
+    import pandas as pd
+
+    a, c = pd.read_csv(tmp_path / "a" / "results.csv"), pd.read_csv(tmp_path / "c" / "results.csv")
+    # the same measurement stream for every method at a seed: random's rows are unchanged by the merge
+    assert a[a["method"] == "random"]["metrics"].tolist() == c[c["method"] == "random"]["metrics"].tolist()
+    assert (c["oracle"] <= c["true_applied"].min() + 1e-12).all()
+    with pytest.raises(AgentError, match="ran twice"):
+        combine_noisy([tmp_path / "a", tmp_path / "a"], tmp_path / "d", 2)
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "results.csv").write_text("scenario,seed\ns,0\n")
+    from agent.errors import InputError
+
+    with pytest.raises(InputError, match="no column"):
+        combine_noisy([tmp_path / "e"], tmp_path / "f", 2)
