@@ -101,6 +101,8 @@ class Args:
     noise: str = _doc("A noise calibration (`scoretune calibrate --noise`): train on noisy episodes, every run a "
                       "fresh simulator seed and a calibrated measurement error (agent/noisy.py); empty = the "
                       "noise-free protocol.", default="")
+    init: str = _doc("Start from this policy's weights (a zip from `train` or agent/policies/, same algorithm, "
+                     "observation and network): fine-tuning, e.g. on noisy episodes.", default="")
 
 
 LSTM_HIDDEN_SIZE = 64
@@ -200,6 +202,23 @@ def policy_config(args: Args, *, command: str, elapsed_s: float | None = None, n
     return config
 
 
+def init_weights(model: Any, policy: Path) -> None:
+    """Copy the actor, critic and action std of a trained policy into ``model`` (``--init``)."""
+    from agent.errors import InputError
+    from agent.tuners import PolicyConfig, load_model, policy_config_path
+
+    config = PolicyConfig.load(policy_config_path(policy))
+    source = load_model(policy, config.algo, config.format)
+    state = getattr(source, "policy", source).state_dict()
+    try:
+        model.policy.load_state_dict(state)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0][:160]
+        raise InputError(f"its network does not fit this run's (algorithm, observation, --net-arch): {first}",
+                         file=policy) from None
+    log.info("started from the weights of %s", policy)
+
+
 def train(args: Args, sampler=None) -> Path:
     """Train and save; returns the model path. ``sampler`` replaces the scenario split (tests); with
     ``--noise`` it is measured with the calibrated noise like the split would be."""
@@ -292,6 +311,8 @@ def train(args: Args, sampler=None) -> Path:
             device="cpu",
             verbose=0,
         )
+    if args.init:
+        init_weights(model, Path(args.init))
     model.set_logger(configure(str(out / "logs"), ["stdout", "csv", "tensorboard"]))
 
     # -- the loop -----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,27 @@ def test_without_noise_the_config_says_noise_free(tmp_path):
 
     config = policy_config(Args(), command="")
     assert config["noise"] is None and "noise_model" not in config
+
+
+def test_init_starts_from_the_shipped_policys_weights(tmp_path):
+    """--init: the new model acts exactly as the policy it starts from, before any update."""
+    import numpy as np
+    from stable_baselines3 import PPO
+
+    from agent.env import make_env
+    from agent.train import init_weights
+    from agent.tuners import PolicyConfig, load_model
+
+    shipped = Path(__file__).resolve().parents[2] / "agent" / "policies" / "scoretune-ppo.zip"
+    cfg = PolicyConfig.load(shipped.with_suffix(".json"))
+    env = make_env(None, steps=cfg.steps, info=cfg.info, frame_stack=cfg.frame_stack, incumbent=cfg.incumbent)
+    model = PPO("MlpPolicy", env, policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64])), device="cpu")
+    obs = np.random.default_rng(0).uniform(-1, 1, env.observation_space.shape).astype(np.float32)
+    source = load_model(shipped, cfg.algo, cfg.format)
+    before = model.predict(obs, deterministic=True)[0]
+    init_weights(model, shipped)
+    after = model.predict(obs, deterministic=True)[0]
+    assert np.allclose(after, source.predict(obs, deterministic=True)[0]) and not np.allclose(before, after)
+    small = PPO("MlpPolicy", env, policy_kwargs=dict(net_arch=dict(pi=[8], vf=[8])), device="cpu")
+    with pytest.raises(InputError, match="does not fit"):
+        init_weights(small, shipped)
