@@ -161,6 +161,8 @@ def evaluate_command(
                                 "table, comma-separated; each is its own experiment."),
     truth_seeds: int = typer.Option(10, min=2, max=10_000, help="noisy: simulator seeds a profile's true value is "
                                     "the mean over (never drawn by a measurement)."),
+    noise_scale: float = typer.Option(1.0, min=0.0, max=100.0, help="noisy: multiply the calibrated spread by this "
+                                      "(a sensitivity analysis: 0.5 = a lab half as noisy)."),
 ) -> None:
     """Run every method on every held-out scenario and write the results table and plots."""
     from agent.evaluate import evaluate
@@ -184,7 +186,8 @@ def evaluate_command(
     if protocol == Protocol.NOISY:
         _evaluate_noisy(names, policies, method_list, seeds=seeds, out=out, noise=noise, steps=steps, budgets=budgets,
                         truth_seeds=truth_seeds, oracle_runs=oracle_runs, metric=metric.value, jobs=jobs,
-                        seed_offset=seed_offset, split=split, oracle_only=oracle_only, sim_seed=sim_seed)
+                        seed_offset=seed_offset, split=split, oracle_only=oracle_only, sim_seed=sim_seed,
+                        noise_scale=noise_scale)
         return
     if oracle_only:
         method_list, policies = [], {}
@@ -214,7 +217,7 @@ def _int_list(text: str, option: str) -> list[int]:
 
 def _evaluate_noisy(names: list[str], policies: dict[str, str], method_list: list[str], *, seeds: int, out: Path,
                     noise: Path, steps: int, budgets: str, truth_seeds: int, oracle_runs: int, metric: str, jobs: int,
-                    seed_offset: int, split: str, oracle_only: bool, sim_seed: int) -> None:
+                    seed_offset: int, split: str, oracle_only: bool, sim_seed: int, noise_scale: float) -> None:
     from agent.noisy_evaluate import evaluate_noisy
     from testbed.local.noise import load_noise_model
 
@@ -224,6 +227,10 @@ def _evaluate_noisy(names: list[str], policies: dict[str, str], method_list: lis
     if sim_seed >= 0:
         raise AgentError("--sim-seed fixes the simulator's seed, which the noisy protocol draws afresh for every run")
     model = load_noise_model(noise, metric)
+    if noise_scale != 1.0:
+        import dataclasses
+
+        model = dataclasses.replace(model, c0=model.c0 * noise_scale)
     evaluate_noisy(
         names, seeds=seeds, out_dir=out, noise=model, methods=method_list, policies=policies, steps=steps,
         budgets=_int_list(budgets, "--budgets"), truth_seeds=truth_seeds, oracle_runs=oracle_runs, metric=metric,
