@@ -49,7 +49,7 @@ from agent.evaluate import _fmt, _make_out_dir, budget_markdown, policy_acting
 from agent.provenance import provenance
 from agent.stats import mean_ci
 from agent.tune import md_cell, write_atomic
-from agent.tuners import BASELINES, OptunaTuner, make_tuner
+from agent.tuners import NOISY_BASELINES, OptunaTuner, make_tuner
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def run_noisy_task(task: NoisyTask) -> dict[str, Any]:
 
 
 def is_baseline(method: str) -> bool:
-    return split_rule(method)[0] in BASELINES
+    return split_rule(method)[0] in NOISY_BASELINES
 
 
 def score_noisy(rows: Sequence[Mapping[str, Any]], headline: int) -> pd.DataFrame:
@@ -276,8 +276,9 @@ def evaluate_noisy(
         raise AgentError("evaluate: no methods to evaluate")
     for m in all_methods:
         base, _ = split_rule(m)
-        if m not in policies and base not in BASELINES:
-            raise AgentError(f"method {m!r}: not a baseline ({', '.join(BASELINES)}) nor a policy given with --ablation")
+        if m not in policies and base not in NOISY_BASELINES:
+            raise AgentError(f"method {m!r}: not a baseline ({', '.join(NOISY_BASELINES)}) nor a policy given with "
+                             "--ablation")
     budget_list = sorted(set(int(b) for b in budgets) | {int(steps)})
     if budget_list[0] < 1:
         raise AgentError(f"budgets must be >= 1, got {budget_list[0]}")

@@ -32,8 +32,11 @@ from agent.errors import AgentError, InputError, ScoretuneError
 
 log = logging.getLogger(__name__)
 
-BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill", "gp-noisy")
+BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill")
 METHODS = (*BASELINES, "policy", "policy-sample")
+NOISY_BASELINES = (*BASELINES, "gp-noisy")
+"""The baselines of the noisy protocol: ``gp-noisy`` needs its posterior-mean recommendation, which
+only `scoretune evaluate --protocol noisy` asks a tuner for (the live loop confirms by reruns)."""
 ALGOS = ("ppo", "sac", "recurrent-ppo")
 """The algorithms a policy may be trained with (``scoretune train --algo``)."""
 
