@@ -34,7 +34,7 @@ def test_applied_improvement_and_the_comparison_by_hand(tmp_path):
     assert frame.loc[("policy", 0), "applied_pct"] == pytest.approx(50.0)
     table = lab_markdown(frame.reset_index(), "policy")
     # policy vs gp per seed: 1 - 0.5/0.7 = 28.6 %, 1 - 0.5/1.0 = 50 %
-    assert "+39.3" in table
+    assert "+39.3 (seeds: +28.6, +50.0)" in table
     assert "(seeds: +30.0, +0.0)" in table and "(seeds: +50.0, +50.0)" in table
     path = write_report(tmp_path, frame.reset_index(), "policy", {"command": "test"})
     assert path.read_text() == table
