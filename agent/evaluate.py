@@ -231,10 +231,19 @@ def _fmt(value: float | None, low: float | None, high: float | None, *, pct: boo
 
 
 def markdown_table(table: pd.DataFrame, best_baseline: str | None) -> str:
+    return method_markdown(
+        table, best_baseline, first="improvement over fixed weights (%)", last="steps to 90 % of gain",
+        last_cell=lambda r: _fmt(r["steps_to_90"], r["steps_to_90_low"], r["steps_to_90_high"], pct=True,
+                                 digits=1).lstrip("+"))
+
+
+def method_markdown(table: pd.DataFrame, best_baseline: str | None, *, first: str, last: str,
+                    last_cell: Callable[[Any], str]) -> str:
+    """One row per method: improvement, over the best baseline, gap closed, and ``last``."""
     lines = [
-        "| method | improvement over fixed weights (%) | over best baseline"
-        + (f" ({best_baseline})" if best_baseline else "")
-        + " (%) | default→oracle gap closed (%) | steps to 90 % of gain |",
+        f"| method | {first} | over best baseline"
+        + (f" ({md_cell(best_baseline)})" if best_baseline else "")
+        + f" (%) | default→oracle gap closed (%) | {last} |",
         "|---|---:|---:|---:|---:|",
     ]
     for _, r in table.iterrows():
@@ -242,7 +251,7 @@ def markdown_table(table: pd.DataFrame, best_baseline: str | None) -> str:
             f"| {md_cell(str(r['method']))} | {_fmt(r['improvement_pct'], r['improvement_pct_low'], r['improvement_pct_high'], pct=True)} "
             f"| {_fmt(r.get('over_best_baseline_pct'), r.get('over_best_baseline_pct_low'), r.get('over_best_baseline_pct_high'), pct=True)} "
             f"| {_fmt(r['gap_closed'], r['gap_closed_low'], r['gap_closed_high'], pct=False, digits=0)} "
-            f"| {_fmt(r['steps_to_90'], r['steps_to_90_low'], r['steps_to_90_high'], pct=True, digits=1).lstrip('+')} |"
+            f"| {last_cell(r)} |"
         )
     return "\n".join(lines) + "\n"
 

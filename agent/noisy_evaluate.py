@@ -45,10 +45,10 @@ import pandas as pd
 from agent.actions import ActionCodec, WeightSetting
 from agent.applied import Reeval, applied_setting, measured, split_rule
 from agent.errors import AgentError
-from agent.evaluate import _fmt, _make_out_dir, budget_markdown, policy_acting
+from agent.evaluate import _fmt, _make_out_dir, budget_markdown, method_markdown, policy_acting
 from agent.provenance import provenance
 from agent.stats import mean_ci
-from agent.tune import md_cell, write_atomic
+from agent.tune import write_atomic
 from agent.tuners import NOISY_BASELINES, OptunaTuner, make_tuner
 
 log = logging.getLogger(__name__)
@@ -214,21 +214,9 @@ def noisy_budget(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def noisy_markdown(table: pd.DataFrame, best_baseline: str | None) -> str:
-    lines = [
-        "| method | true improvement over fixed weights (%) | over best baseline"
-        + (f" ({md_cell(best_baseline)})" if best_baseline else "")
-        + " (%) | default→oracle gap closed (%) | claimed by its own runs (%) |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for _, r in table.iterrows():
-        lines.append(
-            f"| {md_cell(str(r['method']))} "
-            f"| {_fmt(r['improvement_pct'], r['improvement_pct_low'], r['improvement_pct_high'], pct=True)} "
-            f"| {_fmt(r.get('over_best_baseline_pct'), r.get('over_best_baseline_pct_low'), r.get('over_best_baseline_pct_high'), pct=True)} "
-            f"| {_fmt(r['gap_closed'], r['gap_closed_low'], r['gap_closed_high'], pct=False, digits=0)} "
-            f"| {_fmt(r['claimed_pct'], r['claimed_pct_low'], r['claimed_pct_high'], pct=True)} |"
-        )
-    return "\n".join(lines) + "\n"
+    return method_markdown(
+        table, best_baseline, first="true improvement over fixed weights (%)", last="claimed by its own runs (%)",
+        last_cell=lambda r: _fmt(r["claimed_pct"], r["claimed_pct_low"], r["claimed_pct_high"], pct=True))
 
 
 def _read_oracle_cache(path: Path) -> dict[str, list[list[float]]]:
