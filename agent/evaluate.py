@@ -51,21 +51,33 @@ def run_tuner(tuner: Tuner, objective: Objective, steps: int, codec: ActionCodec
     """One tuning experiment in memory: the reference, then ``steps`` suggest/tell rounds.
 
     Returns the metric of every step (index 0 = reference)."""
+    return run_logged(tuner, objective, steps, codec)[1]
+
+
+def run_logged(tuner: Tuner, objective: Objective, steps: int, codec: ActionCodec) -> tuple[list[Any], list[float]]:
+    """:func:`run_tuner` with every setting run (the noisy protocol needs them to say what a tuner
+    applies)."""
     ref_action = codec.reference_action()
-    metrics = [float(objective(codec.decode(ref_action)))]
-    tuner.tell(ref_action, metrics[0])
+    settings = [codec.decode(ref_action)]
+    values = [float(objective(settings[0]))]
+    tuner.tell(ref_action, values[0])
     for _ in range(steps):
         action = np.clip(tuner.suggest(), -1.0, 1.0)
-        metric = float(objective(codec.decode(action)))
-        tuner.tell(action, metric)
-        metrics.append(metric)
-    return metrics
+        settings.append(codec.decode(action))
+        values.append(float(objective(settings[-1])))
+        tuner.tell(action, values[-1])
+    return settings, values
 
 
 def oracle_search(objective: Objective, codec: ActionCodec, runs: int, seed: int) -> float:
     """The best metric of a ``runs``-long search: TPE after a random start of ``runs // 5``."""
+    return min(oracle_runs_logged(objective, codec, runs, seed)[1])
+
+
+def oracle_runs_logged(objective: Objective, codec: ActionCodec, runs: int, seed: int) -> tuple[list[Any], list[float]]:
+    """The oracle's search (:func:`oracle_search`), every setting it ran and its metric."""
     tuner = OptunaTuner("tpe", codec, seed=10_000 + seed, startup=max(10, runs // 5))
-    return min(run_tuner(tuner, objective, runs, codec))
+    return run_logged(tuner, objective, runs, codec)
 
 
 @dataclass(frozen=True)
@@ -307,16 +319,21 @@ def write_tables(frame: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
     ``budget.md`` (gap closed by budget) and the plots of a scored frame; returns the per-method
     table."""
     table = summary_table(frame)
+    write_scored(out_dir, frame, table, markdown_table(table, frame.attrs.get("best_baseline")), budget_table(frame))
+    plot_curves(frame, out_dir)
+    return table
+
+
+def write_scored(out_dir: Path, frame: pd.DataFrame, table: pd.DataFrame, table_md: str, budget: pd.DataFrame) -> None:
+    """The files of a scored evaluation in either protocol: ``results.csv`` (per run, ``metrics`` as
+    JSON), ``table.csv`` / ``table.md`` (per method) and ``budget.csv`` / ``budget.md``."""
     flat = frame.copy()
     flat["metrics"] = flat["metrics"].map(json.dumps)
     write_atomic(out_dir / "results.csv", flat.to_csv(index=False))
     write_atomic(out_dir / "table.csv", table.to_csv(index=False))
-    write_atomic(out_dir / "table.md", markdown_table(table, frame.attrs.get("best_baseline")))
-    budget = budget_table(frame)
+    write_atomic(out_dir / "table.md", table_md)
     write_atomic(out_dir / "budget.csv", budget.to_csv(index=False))
     write_atomic(out_dir / "budget.md", budget_markdown(budget))
-    plot_curves(frame, out_dir)
-    return table
 
 
 def evaluate(

@@ -29,21 +29,12 @@ import numpy as np
 
 from agent.actions import WeightSetting
 from agent.errors import AgentError
-from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_summary
+from agent.scenario_objectives import sim_metric
 
 TRUTH_SEED_BASE = 3_000_000_000
 """Truth seeds are ``TRUTH_SEED_BASE + k``; measurement seeds are drawn below it."""
 MEASUREMENT_SEEDS = TRUTH_SEED_BASE
 TRUTH_SEEDS = 10
-
-
-def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str) -> float:
-    """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0)."""
-    from testbed.sim import evaluate
-
-    summary = evaluate(cluster, workload, setting.to_profile(), seed=int(seed))
-    timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
-    return max(metric_from_summary(summary, metric, timeout), 1e-6)
 
 
 def extra_cv(lab_cv: float, seed_cv: float) -> float:

@@ -42,14 +42,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agent.actions import ActionCodec, WeightSetting
+from agent.actions import ActionCodec
 from agent.applied import Reeval, applied_setting, measured, split_rule
 from agent.errors import AgentError
-from agent.evaluate import _fmt, _make_out_dir, budget_markdown, method_markdown, policy_acting
+from agent.evaluate import (
+    _fmt,
+    _make_out_dir,
+    method_markdown,
+    oracle_runs_logged,
+    policy_acting,
+    run_logged,
+    write_scored,
+)
 from agent.provenance import provenance
 from agent.stats import mean_ci
 from agent.tune import write_atomic
-from agent.tuners import NOISY_BASELINES, OptunaTuner, make_tuner
+from agent.tuners import NOISY_BASELINES, make_tuner
 
 log = logging.getLogger(__name__)
 
@@ -75,20 +83,6 @@ class NoisyTask:
     oracle_actions: tuple[tuple[float, ...], ...] | None = None
 
 
-def run_logged(tuner: Any, objective: Any, steps: int, codec: ActionCodec) -> tuple[list[WeightSetting], list[float]]:
-    """The reference, then ``steps`` suggest/tell rounds: every setting run and its measurement."""
-    ref_action = codec.reference_action()
-    settings = [codec.decode(ref_action)]
-    values = [float(objective(settings[0]))]
-    tuner.tell(ref_action, values[0])
-    for _ in range(steps):
-        action = np.clip(tuner.suggest(), -1.0, 1.0)
-        settings.append(codec.decode(action))
-        values.append(float(objective(settings[-1])))
-        tuner.tell(action, values[-1])
-    return settings, values
-
-
 def noisy_tuner(method: str, policies: Mapping[str, str], seed: int, steps: int, codec: ActionCodec) -> Any:
     """The tuner of a method name (``+reeval[K]`` wraps any of them)."""
     base, rule = split_rule(method)
@@ -104,10 +98,8 @@ def noisy_tuner(method: str, policies: Mapping[str, str], seed: int, steps: int,
 
 
 def oracle_top(objective: Any, codec: ActionCodec, runs: int, seed: int = 0, top: int = ORACLE_TOP) -> list[np.ndarray]:
-    """The ``top`` best distinct profiles of a noise-free TPE search (its oracle search's recipe)."""
-    tuner = OptunaTuner("tpe", codec, seed=10_000 + seed, startup=max(10, runs // 5))
-    settings, values = run_logged(tuner, objective, runs, codec)
-    table = measured(settings, values)
+    """The ``top`` best distinct profiles of the noise-free oracle search (agent.evaluate's)."""
+    table = measured(*oracle_runs_logged(objective, codec, runs, seed))
     best = sorted(table.values(), key=lambda e: e[1])[:top]
     return [codec.encode(s) for s, _, _ in best]
 
@@ -320,14 +312,7 @@ def evaluate_noisy(
 def write_noisy_tables(frame: pd.DataFrame, out_dir: Path, steps: int) -> pd.DataFrame:
     """``results.csv``, ``table.md/csv`` (at ``steps``) and ``budget.md/csv`` of a scored frame."""
     table = noisy_summary(frame, steps)
-    flat = frame.copy()
-    flat["metrics"] = flat["metrics"].map(json.dumps)
-    write_atomic(out_dir / "results.csv", flat.to_csv(index=False))
-    write_atomic(out_dir / "table.csv", table.to_csv(index=False))
-    write_atomic(out_dir / "table.md", noisy_markdown(table, frame.attrs.get("best_baseline")))
-    budget = noisy_budget(frame)
-    write_atomic(out_dir / "budget.csv", budget.to_csv(index=False))
-    write_atomic(out_dir / "budget.md", budget_markdown(budget))
+    write_scored(out_dir, frame, table, noisy_markdown(table, frame.attrs.get("best_baseline")), noisy_budget(frame))
     return table
 
 

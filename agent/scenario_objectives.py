@@ -71,6 +71,15 @@ def _materialised(name: str) -> tuple[Any, Any, Any]:
     return scenario, cluster, workload
 
 
+def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str) -> float:
+    """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0)."""
+    from testbed.sim import evaluate
+
+    summary = evaluate(cluster, workload, setting.to_profile(), seed=int(seed))
+    timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
+    return max(metric_from_summary(summary, metric, timeout), 1e-6)
+
+
 class SimObjective:
     """A cluster and a workload on the simulator with one seed; lower is better (seconds)."""
 
@@ -88,12 +97,8 @@ class SimObjective:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        from testbed.sim import evaluate
-
-        summary = evaluate(self.cluster, self.workload, setting.to_profile(), seed=self.seed)
+        value = sim_metric(self.cluster, self.workload, setting, self.seed, self.metric)
         self.runs += 1
-        timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
-        value = max(metric_from_summary(summary, self.metric, timeout), 1e-6)
         self._cache[key] = value
         return value
 

@@ -13,8 +13,9 @@ import agent.scenario_objectives as so
 from agent.actions import ActionCodec
 from agent.applied import NoiseRule, Reeval, applied_setting, best_mean, gp_posterior_best, split_rule
 from agent.errors import AgentError
+from agent.evaluate import run_logged
 from agent.noisy import TRUTH_SEED_BASE, NoisyObjective, Truth, extra_cv, lognormal_sigma
-from agent.noisy_evaluate import evaluate_noisy, run_logged, score_noisy
+from agent.noisy_evaluate import evaluate_noisy, score_noisy
 from testbed.local.noise import NoiseModel
 
 
