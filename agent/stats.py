@@ -110,3 +110,15 @@ def run_health(summary: Mapping[str, Any], bounds: HealthBounds = HealthBounds()
     if summary.get("latency_mean_s") is None:
         return "no successful request"
     return None
+
+
+def welch_improvement(reference: Sequence[float], candidate: Sequence[float]) -> Interval:
+    """Unpaired interval of ``100 (mean_ref - c) / mean_ref`` over the candidate runs, widened by the
+    reference's own uncertainty (the two sample variances add, as in Welch's t)."""
+    ref = float(np.mean(reference))
+    ci_c = mean_ci([100.0 * (ref - c) / ref for c in candidate])
+    ci_r = mean_ci([100.0 * (ref - r) / ref for r in reference])
+    if ci_c.low is None or ci_r.low is None:
+        return ci_c
+    half = float(np.hypot(ci_c.mean - ci_c.low, ci_r.mean - ci_r.low))
+    return Interval(ci_c.mean, ci_c.mean - half, ci_c.mean + half, ci_c.n)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import typer
 from typer.testing import CliRunner
 
-from agent.backends import BACKENDS
 from agent.cli import app
+from agent.loop.backends import BACKENDS
 from agent.metrics import METRICS
-from agent.tuners import METHODS
+from agent.tuners.factory import METHODS
 
 runner = CliRunner()
 ROOT = typer.main.get_command(app)

@@ -2,7 +2,7 @@
 
 Every tuner comparison on the simulator is noise-free unless something adds the noise a real lab
 has; this module measures it (``scoretune calibrate --noise``) and states it as a model the
-evaluation can draw from (``agent.noisy``).
+evaluation can draw from (``agent.objectives.noise``).
 
 Measurement: for each cell (workload length ``d`` seconds, load ``r`` requests per second) the lab
 workload is replayed ``repeats`` times under the same profile, each from a reset lab, exactly as a

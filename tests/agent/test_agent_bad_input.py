@@ -15,10 +15,14 @@ from agent_fixtures import AnalyticBackend, AnalyticObjective, tiny_workload
 from rich.console import Console
 from typer.testing import CliRunner
 
-import agent.backends
+import agent.loop.backends
 from agent.cli import app
-from agent.cli_commands import SHIPPED_POLICY, step_lines, terminal_table
-from agent.tune import StepRecord, compact_label, format_ci, label_legend, summary_markdown
+from agent.cli.evaluate import terminal_table
+from agent.cli.tune import step_lines
+from agent.formatting import format_ci
+from agent.loop.log import StepRecord
+from agent.loop.report import compact_label, label_legend, summary_markdown
+from agent.rl.artefacts import SHIPPED_POLICY
 
 runner = CliRunner()
 
@@ -31,8 +35,8 @@ def fixture_backend(monkeypatch):
         made.append(AnalyticBackend(AnalyticObjective(seed=3)))
         return made[-1]
 
-    monkeypatch.setattr(agent.backends, "make_backend", make_backend)
-    monkeypatch.setattr(agent.backends, "resolve_workload", lambda workload, seed=0: (tiny_workload(), "lab-small"))
+    monkeypatch.setattr(agent.loop.backends, "make_backend", make_backend)
+    monkeypatch.setattr(agent.loop.backends, "resolve_workload", lambda workload, seed=0: (tiny_workload(), "lab-small"))
     return made
 
 
@@ -218,7 +222,7 @@ def test_step_lines_and_legend_fit_80_columns_without_cutting_names():
 def test_the_evaluate_table_fits_80_columns_and_keeps_method_names_whole():
     import pandas as pd
 
-    table = pd.read_csv(Path(agent.backends.__file__).parents[1] / "docs" / "results" / "table.csv")
+    table = pd.read_csv(Path(agent.loop.backends.__file__).parents[2] / "docs" / "results" / "table.csv")
     console = Console(width=80, record=True, color_system=None)
     console.print(terminal_table(table, "tpe"))
     text = console.export_text()
@@ -249,30 +253,28 @@ def test_summary_md_is_a_valid_gfm_table_with_pipes_escaped_and_rounded_interval
     assert all("\\|" in row for row in rows[2:])  # the label's "|" is escaped
     assert "+32.4 % [1.8, 63.1]" in text
     assert not re.search(r"\d\.\d{5,}", text)  # no 15-digit numbers anywhere
-    assert format_ci(32.4123, 1.8123, 63.1415) == "+32.4 % [1.8, 63.1]"
+    assert format_ci(32.4123, 1.8123, 63.1415, unit=" %") == "+32.4 % [1.8, 63.1]"
 
 
 def test_tuning_curves_have_integer_step_ticks(tmp_path, monkeypatch):
-    import agent.tune
+    import agent.loop.report
 
     figures = []
-    monkeypatch.setattr(agent.tune, "save_figure_atomic", lambda fig, path: figures.append(fig))
-    agent.tune.plot_tuning_curve([_record(k, WIDE) for k in range(3)], tmp_path / "c.png", title="t")
+    monkeypatch.setattr(agent.loop.report, "save_figure_atomic", lambda fig, path: figures.append(fig))
+    agent.loop.report.plot_tuning_curve([_record(k, WIDE) for k in range(3)], tmp_path / "c.png", title="t")
     ticks = [t for t in figures[0].axes[0].get_xticks() if -0.5 <= t <= 2.5]
     assert ticks and all(float(t).is_integer() for t in ticks)
 
 
 def test_evaluate_curves_have_integer_step_ticks(tmp_path, monkeypatch):
-    import pandas as pd
-
-    import agent.evaluate
+    import agent.evaluation.tables
+    from agent.evaluation.scoring import score
 
     figures = []
-    monkeypatch.setattr(agent.evaluate, "save_figure_atomic", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(agent.evaluation.tables, "save_figure_atomic", lambda fig, path: figures.append(fig) or path)
     rows = [{"scenario": "s", "seed": 0, "method": m, "metrics": [1.0, 0.9, 0.95], "oracle_search": 0.8}
             for m in ("default", "hill")]
-    frame = agent.evaluate.score_rows([{**r, "oracle": 0.8} for r in rows])
-    agent.evaluate.plot_curves(pd.DataFrame(frame), tmp_path)
+    agent.evaluation.tables.plot_curves(score(rows), tmp_path)
     ticks = [t for t in figures[0].axes[0].get_xticks() if -0.5 <= t <= 2.5]
     assert ticks and all(float(t).is_integer() for t in ticks)
 

@@ -8,9 +8,9 @@ import pytest
 from agent_fixtures import AnalyticBackend, AnalyticObjective, Crash, tiny_workload
 from typer.testing import CliRunner
 
-import agent.backends
+import agent.loop.backends
 from agent.cli import app
-from agent.tune import read_log
+from agent.loop.log import read_log
 
 runner = CliRunner()
 
@@ -28,8 +28,8 @@ def fixture_backend(monkeypatch):
         made.append(be)
         return be
 
-    monkeypatch.setattr(agent.backends, "make_backend", make_backend)
-    monkeypatch.setattr(agent.backends, "resolve_workload", lambda workload, seed=0: (tiny_workload(), "lab-small"))
+    monkeypatch.setattr(agent.loop.backends, "make_backend", make_backend)
+    monkeypatch.setattr(agent.loop.backends, "resolve_workload", lambda workload, seed=0: (tiny_workload(), "lab-small"))
     return made
 
 
@@ -79,7 +79,7 @@ def test_train_help_lists_the_dataclass_fields():
 def test_tune_with_a_policy_acts_as_its_config_says(tmp_path, fixture_backend, act, method, expected):
     import shutil
 
-    from agent.cli_commands import SHIPPED_POLICY
+    from agent.rl.artefacts import SHIPPED_POLICY
 
     policy = tmp_path / "p.zip"
     shutil.copy(SHIPPED_POLICY, policy)
@@ -95,7 +95,7 @@ def test_tune_with_a_policy_acts_as_its_config_says(tmp_path, fixture_backend, a
 def test_tune_rejects_an_unknown_act_naming_the_file(tmp_path, fixture_backend):
     import shutil
 
-    from agent.cli_commands import SHIPPED_POLICY
+    from agent.rl.artefacts import SHIPPED_POLICY
 
     policy = tmp_path / "p.zip"
     shutil.copy(SHIPPED_POLICY, policy)

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import agent.backends
+import agent.loop.backends
 from agent.cli import app
 
 runner = CliRunner()
@@ -24,9 +24,9 @@ def test_cold_nodes_reach_the_kube_backends_image_state(monkeypatch):
             made.update(kw)
 
     monkeypatch.setattr(kb, "KubeBackend", FakeKube)
-    agent.backends.make_backend("kube", None, kube=agent.backends.KubeOptions(cold_nodes=["node-2", "node-3"]))
+    agent.loop.backends.make_backend("kube", None, kube=agent.loop.backends.KubeOptions(cold_nodes=["node-2", "node-3"]))
     assert made["image_state"] == kb.ImageState(cold_nodes=("node-2", "node-3"))
-    agent.backends.make_backend("kube", None)
+    agent.loop.backends.make_backend("kube", None)
     assert made["image_state"] == kb.ImageState()  # by default every node holds every image
 
 
@@ -42,7 +42,7 @@ def test_bad_cold_nodes_are_one_line(value, message, tmp_path):
 
 
 def test_cold_nodes_are_stored_and_a_resume_may_not_change_them(tmp_path, monkeypatch):
-    from agent.cli_commands import TuneArgs, tune_config
+    from agent.cli.tune import TuneArgs, tune_config
 
     cfg = tune_config(TuneArgs(backend="kube", method="random", cold_nodes="w1,w2"), {"backend", "method", "cold_nodes"})
     assert cfg.backend_options["cold_nodes"] == ["w1", "w2"]

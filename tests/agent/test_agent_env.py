@@ -8,8 +8,8 @@ import pytest
 from agent_fixtures import AnalyticObjective, analytic_sampler
 from gymnasium.utils.env_checker import check_env
 
-from agent.env import ENV_ID, SchedulerTuningEnv, make_env
 from agent.errors import AgentError
+from agent.rl.env import ENV_ID, SchedulerTuningEnv, make_env
 
 
 @pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")  # the lattice wrapper is the point
@@ -136,8 +136,8 @@ def test_incumbent_slot_holds_the_best_action_so_far():
 def test_incumbent_observation_survives_the_frame_stack_and_the_policy_config(tmp_path):
     import json
 
-    from agent.train import Args, policy_config
-    from agent.tuners import PolicyConfig
+    from agent.rl.artefacts import PolicyConfig
+    from agent.rl.train import Args, policy_config
 
     env = make_env(analytic_sampler, steps=4, frame_stack=3, incumbent=True)
     base = make_env(analytic_sampler, steps=4, frame_stack=3)

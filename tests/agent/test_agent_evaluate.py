@@ -9,7 +9,9 @@ import pytest
 from agent_fixtures import AnalyticObjective
 
 from agent.errors import AgentError
-from agent.evaluate import budget_markdown, budget_table, combine, evaluate, score_rows, summary_table
+from agent.evaluation.protocol import Protocol, combine, evaluate
+from agent.evaluation.scoring import budget_table, score, summary_table
+from agent.evaluation.tables import budget_markdown
 
 
 def _row(scenario, seed, method, metrics, oracle):
@@ -23,7 +25,7 @@ def test_scores_by_hand():
         _row("s", 0, "tpe", [10.0, 8.0, 9.0], 5.0),
         _row("s", 0, "policy", [10.0, 7.0, 5.5], 5.0),
     ]
-    frame = score_rows(rows, baselines=("default", "tpe")).set_index("method")
+    frame = score(rows, baselines=("default", "tpe")).set_index("method")
     assert frame.attrs["best_baseline"] == "tpe"
     assert frame.loc["tpe", "improvement_pct"] == pytest.approx(20.0)
     assert frame.loc["policy", "improvement_pct"] == pytest.approx(45.0)
@@ -38,10 +40,10 @@ def test_gap_closed_by_budget_by_hand():
     rows = [
         _row("s", 0, "tpe", [10.0, 8.0, 9.0, 6.0], 5.0),
         _row("s", 1, "tpe", [10.0, 10.0, 7.0, 7.0], 5.0),
-        _row("s", 0, "flat", [4.0, 4.0, 4.0, 4.0], 4.0),  # no gap to close: counted as closed
-        _row("s", 1, "flat", [4.0, 4.0, 4.0, 4.0], 4.0),
+        _row("t", 0, "flat", [4.0, 4.0, 4.0, 4.0], 4.0),  # no gap to close: counted as closed
+        _row("t", 1, "flat", [4.0, 4.0, 4.0, 4.0], 4.0),
     ]
-    frame = score_rows(rows, baselines=("tpe",))
+    frame = score(rows, baselines=("tpe",))
     budget = budget_table(frame, budgets=(1, 2, 5)).set_index(["method", "steps"])
     assert sorted(budget.index.get_level_values("steps").unique()) == [1, 2, 3]  # 5 not reached; T added
     assert budget.loc[("tpe", 1), "gap_closed"] == pytest.approx((2 / 5 + 0 / 5) / 2)
@@ -63,7 +65,7 @@ def test_intervals_are_over_seeds():
     for seed, best in enumerate([8.0, 6.0, 7.0]):
         rows.append(_row("a", seed, "tpe", [10.0, best], 5.0))
         rows.append(_row("b", seed, "tpe", [10.0, best], 5.0))
-    table = summary_table(score_rows(rows, baselines=("tpe",))).set_index("method")
+    table = summary_table(score(rows, baselines=("tpe",))).set_index("method")
     assert table.loc["tpe", "seeds"] == 3 and table.loc["tpe", "scenarios"] == 2
     assert table.loc["tpe", "improvement_pct"] == pytest.approx(30.0)
     assert table.loc["tpe", "improvement_pct_low"] < 30.0 < table.loc["tpe", "improvement_pct_high"]
@@ -73,14 +75,14 @@ def test_small_evaluation_writes_table_and_plots(tmp_path):
     def factory(name, seed, metric):
         return AnalyticObjective(seed=hash((name, seed)) % 1000)
 
-    table = evaluate(["x", "y"], seeds=2, out_dir=tmp_path, methods=["default", "random", "hill"], steps=4,
-                     oracle_runs=30, objective_factory=factory)
+    table = evaluate(["x", "y"], seeds=2, out_dir=tmp_path, methods=["default", "random", "hill"],
+                     protocol=Protocol(steps=4, oracle_runs=30), objective_factory=factory)
     assert set(table["method"]) == {"default", "random", "hill"}
     for name in ("table.md", "table.csv", "budget.md", "budget.csv", "results.csv", "tuning-curves.png", "final-improvement.png", "evaluation.json"):
         assert (tmp_path / name).stat().st_size > 0
     results = pd.read_csv(tmp_path / "results.csv")
     assert len(results) == 2 * 2 * 3
-    assert (results["best"] >= results["oracle"] - 1e-12).all()  # the oracle bounds every method
+    assert (results["true_applied"] >= results["oracle"] - 1e-12).all()  # the oracle bounds every method
     assert (results.loc[results["method"] == "default", "improvement_pct"] == 0).all()
 
 
@@ -91,7 +93,7 @@ def test_fixed_simulator_seed_searches_one_oracle_per_scenario(tmp_path):
         made.append((name, seed))
         return AnalyticObjective(seed=hash(name) % 1000)
 
-    evaluate(["x", "y"], seeds=3, out_dir=tmp_path, methods=["random"], steps=3, oracle_runs=12, sim_seed=7,
+    evaluate(["x", "y"], seeds=3, out_dir=tmp_path, methods=["random"], protocol=Protocol(steps=3, oracle_runs=12, sim_seed=7),
              objective_factory=factory)
     assert {s for _, s in made} == {7}  # every objective is the scenario at the fixed seed
     cache = json.loads((tmp_path / "oracle.json").read_text())
@@ -106,7 +108,8 @@ def _factory(name, seed, metric):
 
 
 def test_combining_disjoint_evaluations_equals_evaluating_them_together(tmp_path):
-    kw = dict(seeds=2, methods=["default", "random", "hill"], steps=4, oracle_runs=30, objective_factory=_factory)
+    kw = dict(seeds=2, methods=["default", "random", "hill"], protocol=Protocol(steps=4, oracle_runs=30),
+              objective_factory=_factory)
     evaluate(["x"], out_dir=tmp_path / "a", **kw)
     evaluate(["y"], out_dir=tmp_path / "b", **kw)
     together = evaluate(["x", "y"], out_dir=tmp_path / "ab", **kw).set_index("method")
@@ -121,10 +124,9 @@ def test_combining_disjoint_evaluations_equals_evaluating_them_together(tmp_path
 
 
 def test_combine_refuses_overlaps_gaps_and_strangers(tmp_path):
-    evaluate(["x"], seeds=1, out_dir=tmp_path / "a", methods=["default", "random"], steps=2, oracle_runs=10,
-             objective_factory=_factory)
-    evaluate(["y"], seeds=1, out_dir=tmp_path / "b", methods=["default"], steps=2, oracle_runs=10,
-             objective_factory=_factory)
+    two = Protocol(steps=2, oracle_runs=10)
+    evaluate(["x"], seeds=1, out_dir=tmp_path / "a", methods=["default", "random"], protocol=two, objective_factory=_factory)
+    evaluate(["y"], seeds=1, out_dir=tmp_path / "b", methods=["default"], protocol=two, objective_factory=_factory)
     with pytest.raises(AgentError, match="ran twice"):
         combine([tmp_path / "a", tmp_path / "a"], tmp_path / "out")
     with pytest.raises(AgentError, match="'random' lacks 1 of the 2"):

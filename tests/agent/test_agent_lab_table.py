@@ -8,7 +8,7 @@ import json
 import pytest
 
 from agent.errors import AgentError, InputError
-from agent.lab_table import LabMethod, collect, experiment_dir, lab_markdown, write_report
+from agent.evaluation.lab_table import LabMethod, collect, experiment_dir, lab_markdown, write_report
 
 
 def write_experiment(out, scenario, method, seed, *, applied, refs=(), cands=()):

@@ -8,14 +8,16 @@ import math
 import numpy as np
 import pytest
 
-import agent.noisy as noisy
-import agent.scenario_objectives as so
+import agent.objectives.noise as noisy
+import agent.objectives.sim as so
 from agent.actions import ActionCodec
-from agent.applied import NoiseRule, Reeval, applied_setting, best_mean, gp_posterior_best, split_rule
 from agent.errors import AgentError
-from agent.evaluate import run_logged
-from agent.noisy import TRUTH_SEED_BASE, NoisyObjective, Truth, extra_cv, lognormal_sigma
-from agent.noisy_evaluate import evaluate_noisy, score_noisy
+from agent.evaluation.protocol import Protocol, combine, evaluate
+from agent.evaluation.runner import run_experiment
+from agent.evaluation.scoring import score
+from agent.objectives.noise import TRUTH_SEED_BASE, NoisyObjective, Truth, extra_cv, lognormal_sigma
+from agent.tuners.applied import applied_setting, best_mean
+from agent.tuners.noise import NoiseRule, Reeval, gp_posterior_best, split_rule
 from testbed.local.noise import NoiseModel
 
 
@@ -102,7 +104,7 @@ def test_a_tuner_never_sees_a_true_value(lab, monkeypatch):
     spy = Spy(codec)
     obj = NoisyObjective(cluster, workload, noise_cv=0.05, rng_seed=1)
     inside["loop"] = True
-    settings, values = run_logged(spy, obj, 4, codec)
+    settings, values = run_experiment(spy, obj, 4, codec)
     inside["loop"] = False
     assert spy.told == values and len(values) == 5
     in_loop = [s for s, flag in calls if flag]
@@ -159,15 +161,16 @@ def test_gp_posterior_picks_the_minimum_of_a_smooth_noise_free_function():
 def test_scores_by_hand():
     def row(method, seed, applied):
         return {"scenario": "s", "seed": seed, "budget": 10, "method": method, "metrics": [1.0],
-                "true_reference": 10.0, "true_applied": applied, "claimed_pct": 0.0, "oracle_search": 6.0}
+                "true_reference": 10.0, "true_applied": applied, "claimed_pct": 0.0, "oracle_search": 6.0,
+                "truth_seeds": 10}
 
-    frame = score_noisy([row("gp", 0, 8.0), row("random", 0, 9.0), row("policy", 0, 7.0)], 10).set_index("method")
+    frame = score([row("gp", 0, 8.0), row("random", 0, 9.0), row("policy", 0, 7.0)], 10).set_index("method")
     assert frame.attrs["best_baseline"] == "gp"
     assert frame.loc["policy", "improvement_pct"] == pytest.approx(30.0)
     assert frame.loc["policy", "gap_closed"] == pytest.approx(3.0 / 4.0)
     assert frame.loc["policy", "over_best_baseline_pct"] == pytest.approx(100 * (8.0 - 7.0) / 8.0)
     # an applied profile better than the oracle's search becomes the oracle
-    frame = score_noisy([row("gp", 0, 5.0), row("policy", 0, 7.0)], 10).set_index("method")
+    frame = score([row("gp", 0, 5.0), row("policy", 0, 7.0)], 10).set_index("method")
     assert frame.loc["gp", "gap_closed"] == pytest.approx(1.0)
 
 
@@ -175,9 +178,9 @@ def test_evaluate_noisy_end_to_end(lab, tmp_path, monkeypatch):
     cluster, workload = lab
     monkeypatch.setattr(so, "scenario_objective",
                         lambda name, seed, metric="mean": so.SimObjective(cluster, workload, seed, metric, name=name))
-    table = evaluate_noisy(["tiny"], seeds=2, out_dir=tmp_path, noise=NoiseModel(0.05, 0.3), steps=3,
-                           methods=["default", "random", "random+reeval", "gp-noisy"], budgets=(1,), truth_seeds=2,
-                           oracle_runs=12)
+    table = evaluate(["tiny"], seeds=2, out_dir=tmp_path, methods=["default", "random", "random+reeval", "gp-noisy"],
+                     protocol=Protocol(steps=3, noise=NoiseModel(0.05, 0.3).to_dict(), budgets=(1,), truth_seeds=2,
+                                       oracle_runs=12))
     import pandas as pd
 
     results = pd.read_csv(tmp_path / "results.csv")
@@ -190,19 +193,19 @@ def test_evaluate_noisy_end_to_end(lab, tmp_path, monkeypatch):
     assert (tmp_path / "oracle-profiles.json").exists()
     assert math.isfinite(float(results["noise_cv"].iloc[0]))
     with pytest.raises(AgentError, match="not a baseline"):
-        evaluate_noisy(["tiny"], seeds=1, out_dir=tmp_path, noise=NoiseModel(0.05, 0.3), methods=["nope"])
+        evaluate(["tiny"], seeds=1, out_dir=tmp_path, methods=["nope"],
+                 protocol=Protocol(noise=NoiseModel(0.05, 0.3).to_dict(), truth_seeds=2))
 
 
 def test_combine_rescored_over_the_union(lab, tmp_path, monkeypatch):
-    from agent.noisy_evaluate import combine_noisy
-
     cluster, workload = lab
     monkeypatch.setattr(so, "scenario_objective",
                         lambda name, seed, metric="mean": so.SimObjective(cluster, workload, seed, metric, name=name))
-    common = dict(seeds=2, noise=NoiseModel(0.05, 0.3), steps=2, budgets=(), truth_seeds=2, oracle_runs=10)
-    evaluate_noisy(["tiny"], out_dir=tmp_path / "a", methods=["default", "random"], **common)
-    evaluate_noisy(["tiny"], out_dir=tmp_path / "b", methods=["tpe"], **common)
-    table = combine_noisy([tmp_path / "a", tmp_path / "b"], tmp_path / "c", 2)
+    common = dict(seeds=2, protocol=Protocol(steps=2, noise=NoiseModel(0.05, 0.3).to_dict(), truth_seeds=2,
+                                             oracle_runs=10))
+    evaluate(["tiny"], out_dir=tmp_path / "a", methods=["default", "random"], **common)
+    evaluate(["tiny"], out_dir=tmp_path / "b", methods=["tpe"], **common)
+    table = combine([tmp_path / "a", tmp_path / "b"], tmp_path / "c", steps=2)
     assert list(table["method"]) == ["default", "random", "tpe"]
     import pandas as pd
 
@@ -211,10 +214,10 @@ def test_combine_rescored_over_the_union(lab, tmp_path, monkeypatch):
     assert a[a["method"] == "random"]["metrics"].tolist() == c[c["method"] == "random"]["metrics"].tolist()
     assert (c["oracle"] <= c["true_applied"].min() + 1e-12).all()
     with pytest.raises(AgentError, match="ran twice"):
-        combine_noisy([tmp_path / "a", tmp_path / "a"], tmp_path / "d", 2)
+        combine([tmp_path / "a", tmp_path / "a"], tmp_path / "d", steps=2)
     (tmp_path / "e").mkdir()
     (tmp_path / "e" / "results.csv").write_text("scenario,seed\ns,0\n")
     from agent.errors import InputError
 
     with pytest.raises(InputError, match="no column"):
-        combine_noisy([tmp_path / "e"], tmp_path / "f", 2)
+        combine([tmp_path / "e"], tmp_path / "f", steps=2)

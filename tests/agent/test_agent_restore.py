@@ -12,8 +12,10 @@ import pytest
 from agent_fixtures import AnalyticBackend, AnalyticObjective, Crash, tiny_workload
 
 from agent.actions import ActionCodec
-from agent.tune import RESTORE_NAME, Experiment, ExperimentConfig, read_log
-from agent.tuners import make_tuner
+from agent.loop.config import RESTORE_NAME, ExperimentConfig
+from agent.loop.experiment import Experiment
+from agent.loop.log import read_log
+from agent.tuners.factory import make_tuner
 
 CODEC = ActionCodec()
 REFERENCE = CODEC.reference().to_profile()
@@ -70,12 +72,12 @@ def test_sigterm_restores_the_reference_and_puts_the_handler_back(tmp_path):
 
 
 def test_an_abort_after_the_best_was_applied_keeps_the_best(tmp_path, monkeypatch):
-    import agent.tune
+    import agent.loop.experiment
 
     def broken_plot(*_a, **_k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(agent.tune, "plot_tuning_curve", broken_plot)
+    monkeypatch.setattr(agent.loop.experiment, "plot_tuning_curve", broken_plot)
     be = AnalyticBackend(AnalyticObjective(seed=2))
     with pytest.raises(OSError, match="No space"):
         _experiment(tmp_path, be).run()

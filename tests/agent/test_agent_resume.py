@@ -15,12 +15,14 @@ import pytest
 from agent_fixtures import AnalyticBackend, AnalyticObjective, tiny_workload
 from typer.testing import CliRunner
 
-import agent.backends
+import agent.loop.backends
 from agent.actions import ActionCodec
 from agent.cli import app
 from agent.errors import AgentError, ExperimentLogError
-from agent.tune import LOG_NAME, Experiment, ExperimentConfig, read_log, repair_log
-from agent.tuners import make_tuner
+from agent.loop.config import LOG_NAME, ExperimentConfig
+from agent.loop.experiment import Experiment
+from agent.loop.log import read_log, repair_log
+from agent.tuners.factory import make_tuner
 from testbed.errors import ConfigError
 
 CODEC = ActionCodec()
@@ -161,8 +163,8 @@ def fixture_backend(monkeypatch):
         made.append(be)
         return be
 
-    monkeypatch.setattr(agent.backends, "make_backend", make_backend)
-    monkeypatch.setattr(agent.backends, "resolve_workload", lambda workload, seed=0: (tiny_workload(), "lab-small"))
+    monkeypatch.setattr(agent.loop.backends, "make_backend", make_backend)
+    monkeypatch.setattr(agent.loop.backends, "resolve_workload", lambda workload, seed=0: (tiny_workload(), "lab-small"))
     return made
 
 
@@ -219,7 +221,7 @@ def test_resume_of_a_directory_without_config(tmp_path, fixture_backend):
 def test_config_paths_survive_a_change_of_working_directory(tmp_path, monkeypatch, fixture_backend):
     work = tmp_path / "work"
     (work / "specs").mkdir(parents=True)
-    (work / "specs" / "c.yaml").write_text(Path(agent.backends.__file__).parents[1].joinpath(
+    (work / "specs" / "c.yaml").write_text(Path(agent.loop.backends.__file__).parents[2].joinpath(
         "testbed/clusters/lab-small.yaml").read_text())
     (work / "wl.parquet").write_bytes(b"stand-in: resolve_workload is patched")
     monkeypatch.chdir(work)

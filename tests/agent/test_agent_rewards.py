@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.errors import AgentError
-from agent.rewards import REWARD_CLIP, percent_improvement, reward
+from agent.rl.rewards import REWARD_CLIP, percent_improvement, reward
 
 
 def test_percent_improvement():

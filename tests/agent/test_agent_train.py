@@ -11,16 +11,17 @@ from agent_fixtures import AnalyticObjective, analytic_sampler
 
 from agent.actions import ActionCodec
 from agent.errors import AgentError
-from agent.evaluate import run_tuner
-from agent.scenario_objectives import (
+from agent.evaluation.runner import run_experiment
+from agent.objectives.sim import (
     GENERATED_TRAIN_SEEDS,
     GeneratedObjective,
     MixedSampler,
     split_names,
     split_sampler,
 )
-from agent.train import Args, learning_rate, train
-from agent.tuners import PolicyTuner, export_policy, run_checkpoints
+from agent.rl.artefacts import export_policy, run_checkpoints
+from agent.rl.train import Args, learning_rate, train
+from agent.tuners.policy import PolicyTuner
 
 
 def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
@@ -35,14 +36,14 @@ def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
     assert checkpoints
     # a checkpoint loads with the run's config (no JSON beside it) and acts like any policy
     assert not checkpoints[0].with_suffix(".json").exists()
-    from_checkpoint = run_tuner(PolicyTuner.from_file(checkpoints[0]), AnalyticObjective(seed=1), 5, ActionCodec())
+    from_checkpoint = run_experiment(PolicyTuner.from_file(checkpoints[0]), AnalyticObjective(seed=1), 5, ActionCodec())[1]
     assert len(from_checkpoint) == 6 and all(np.isfinite(from_checkpoint))
     assert (tmp_path / "run" / "logs" / "progress.csv").exists()
     # `scoretune evaluate --checkpoints RUN` finds them all, labelled and in step order
     assert run_checkpoints(tmp_path / "run") == {f"{p.stem.split('_')[1]}steps": p for p in
                                                  sorted(checkpoints, key=lambda p: int(p.stem.split("_")[1]))}
     # `--checkpoints NAME=RUN` (repeatable) prefixes the methods, so two runs evaluate together
-    from agent.cli_commands import checkpoint_policies
+    from agent.cli.evaluate import checkpoint_policies
 
     run = str(tmp_path / "run")
     named = checkpoint_policies([run, f"b={run}"])
@@ -54,16 +55,16 @@ def test_tiny_ppo_run_saves_a_usable_policy(tmp_path):
     with pytest.raises(AgentError, match="NAME=RUN"):
         checkpoint_policies([f"={run}"])
     tuner = PolicyTuner.from_file(model_path)
-    metrics = run_tuner(tuner, AnalyticObjective(seed=1), 5, ActionCodec())
+    metrics = run_experiment(tuner, AnalyticObjective(seed=1), 5, ActionCodec())[1]
     assert len(metrics) == 6 and all(np.isfinite(metrics))
     # deterministic: the same experiment twice gives the same runs
-    again = run_tuner(PolicyTuner.from_file(model_path), AnalyticObjective(seed=1), 5, ActionCodec())
+    again = run_experiment(PolicyTuner.from_file(model_path), AnalyticObjective(seed=1), 5, ActionCodec())[1]
     assert again == metrics
     # the shipped form (policy network only) acts exactly like the whole model, and is smaller
     shipped = export_policy(model_path, config, tmp_path / "ship" / "p.zip")
     assert json.loads(shipped.with_suffix(".json").read_text())["format"] == "policy"
     assert shipped.stat().st_size < model_path.stat().st_size
-    assert run_tuner(PolicyTuner.from_file(shipped), AnalyticObjective(seed=1), 5, ActionCodec()) == metrics
+    assert run_experiment(PolicyTuner.from_file(shipped), AnalyticObjective(seed=1), 5, ActionCodec())[1] == metrics
 
 
 def test_tiny_lattice_run_acts_on_lattice_points(tmp_path):
@@ -78,7 +79,7 @@ def test_tiny_lattice_run_acts_on_lattice_points(tmp_path):
     centres = {round(float(codec.lattice_action(np.array([i] * 8))[0]), 6) for i in range(11)}
     for deterministic in (True, False):
         tuner = PolicyTuner.from_file(shipped, deterministic=deterministic, seed=3)
-        metrics = run_tuner(tuner, AnalyticObjective(seed=1), 5, codec)
+        metrics = run_experiment(tuner, AnalyticObjective(seed=1), 5, codec)[1]
         assert len(metrics) == 6 and all(np.isfinite(metrics))
         tuner = PolicyTuner.from_file(shipped, deterministic=deterministic, seed=3)
         tuner.tell(codec.reference_action(), 1.0)
@@ -99,7 +100,7 @@ def test_lattice_needs_ppo(tmp_path):
 
 def test_tiny_ppo_run_on_the_simulator(tmp_path):
     """A few hundred PPO steps on the real simulator (the lab cluster, a 20-second workload)."""
-    from agent.scenario_objectives import SimObjective
+    from agent.objectives.sim import SimObjective
     from loadgen.synth import poisson
     from testbed.cluster import load_cluster
 
@@ -114,7 +115,7 @@ def test_tiny_ppo_run_on_the_simulator(tmp_path):
     model_path = train(args, sampler=sampler)
     assert json.loads(model_path.with_suffix(".json").read_text())["incumbent"] is True
     obj = SimObjective(cluster, workload, seed=0)
-    metrics = run_tuner(PolicyTuner.from_file(model_path), obj, 4, ActionCodec())
+    metrics = run_experiment(PolicyTuner.from_file(model_path), obj, 4, ActionCodec())[1]
     assert len(metrics) == 5 and all(m > 0 for m in metrics)
     assert metrics[0] == obj(ActionCodec().reference())
 
@@ -140,7 +141,7 @@ def test_mixed_sampler_draws_generated_and_split_scenarios_in_proportion(use_fix
 
 
 def test_generated_scenarios_are_addressable_by_name():
-    from agent.scenario_objectives import scenario_objective
+    from agent.objectives.sim import scenario_objective
 
     obj = scenario_objective(f"gen-{GENERATED_TRAIN_SEEDS + 3}", 0)
     assert isinstance(obj, GeneratedObjective) and obj.name == f"gen-{GENERATED_TRAIN_SEEDS + 3}@0"
@@ -169,7 +170,7 @@ def test_generated_traces_share_is_checked():
 
 
 def test_trace_window_scenarios_are_addressable_by_name(use_fixture_traces):
-    from agent.scenario_objectives import scenario_objective
+    from agent.objectives.sim import scenario_objective
 
     obj = scenario_objective(f"gentrace-{GENERATED_TRAIN_SEEDS}", 0)
     assert isinstance(obj, GeneratedObjective) and obj.scenario_name == f"gentrace-{GENERATED_TRAIN_SEEDS}"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent.errors import InputError
-from agent.train import Args, train
-from agent.tuners import PolicyConfig
+from agent.rl.artefacts import PolicyConfig
+from agent.rl.train import Args, train
 from testbed.local.noise import NoiseCell, load_noise_model, write_noise
 
 
@@ -36,8 +36,8 @@ def test_a_bad_noise_file_fails_before_training(tmp_path, text):
 
 
 def test_training_on_noisy_episodes_records_the_calibration(tmp_path, monkeypatch):
-    import agent.noisy
-    from agent.scenario_objectives import SimObjective
+    import agent.objectives.noise
+    from agent.objectives.sim import SimObjective
     from loadgen.synth import poisson
     from testbed.cluster import load_cluster
 
@@ -51,20 +51,20 @@ def test_training_on_noisy_episodes_records_the_calibration(tmp_path, monkeypatc
     cluster = load_cluster("lab-small")
     workload = poisson(2.0, 10.0, ["float-ops", "aes"], seed=0)
     bases: list[SimObjective] = []
-    noisy: list[agent.noisy.NoisyObjective] = []
+    noisy: list[agent.objectives.noise.NoisyObjective] = []
 
     def sampler(rng):
         bases.append(SimObjective(cluster, workload, seed=int(rng.integers(3))))
         return bases[-1]
 
-    real = agent.noisy.noisy_objective
+    real = agent.objectives.noise.noisy_objective
 
     def recording(objective, noise_model, **kw):
         assert noise_model == model  # the calibrated model for --metric
         noisy.append(real(objective, noise_model, **kw))
         return noisy[-1]
 
-    monkeypatch.setattr(agent.noisy, "noisy_objective", recording)
+    monkeypatch.setattr(agent.objectives.noise, "noisy_objective", recording)
     model_path = train(_tiny(tmp_path, path), sampler=sampler)
 
     # every episode ran on a noisy objective wrapping the sampler's, and measured with noise
@@ -82,7 +82,7 @@ def test_training_on_noisy_episodes_records_the_calibration(tmp_path, monkeypatc
 
 
 def test_without_noise_the_config_says_noise_free(tmp_path):
-    from agent.train import policy_config
+    from agent.rl.train import policy_config
 
     config = policy_config(Args(), command="")
     assert config["noise"] is None and "noise_model" not in config
@@ -93,9 +93,9 @@ def test_init_starts_from_the_shipped_policys_weights(tmp_path):
     import numpy as np
     from stable_baselines3 import PPO
 
-    from agent.env import make_env
-    from agent.train import init_weights
-    from agent.tuners import PolicyConfig, load_model
+    from agent.rl.artefacts import PolicyConfig, load_model
+    from agent.rl.env import make_env
+    from agent.rl.train import init_weights
 
     shipped = Path(__file__).resolve().parents[2] / "agent" / "policies" / "scoretune-ppo.zip"
     cfg = PolicyConfig.load(shipped.with_suffix(".json"))

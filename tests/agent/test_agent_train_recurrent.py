@@ -10,9 +10,10 @@ import pytest
 from agent_fixtures import AnalyticObjective, analytic_sampler
 
 from agent.actions import ActionCodec
-from agent.evaluate import run_tuner
-from agent.train import Args, check_args, train
-from agent.tuners import PolicyConfig, PolicyTuner, export_policy
+from agent.evaluation.runner import run_experiment
+from agent.rl.artefacts import PolicyConfig, export_policy
+from agent.rl.train import Args, check_args, train
+from agent.tuners.policy import PolicyTuner
 
 CODEC = ActionCodec()
 
@@ -24,7 +25,7 @@ def _tiny(tmp_path, **kw) -> Args:
 
 
 class _Recording:
-    """A tuner wrapper that keeps every suggestion (run_tuner clips what it runs)."""
+    """A tuner wrapper that keeps every suggestion (run_experiment clips what it runs)."""
 
     def __init__(self, tuner: PolicyTuner) -> None:
         self.tuner = tuner
@@ -69,7 +70,7 @@ def test_tiny_recurrent_ppo_run_tunes_with_its_lstm_state(tmp_path):
         tuner = PolicyTuner.from_file(path)
         assert isinstance(tuner.model, RecurrentPPO if name == "model" else RecurrentActorCriticPolicy)
         recording = _Recording(tuner)
-        metrics = run_tuner(recording, AnalyticObjective(seed=1), 5, CODEC)
+        metrics = run_experiment(recording, AnalyticObjective(seed=1), 5, CODEC)[1]
         assert len(metrics) == 6 and all(np.isfinite(metrics))
         assert len(recording.suggestions) == 5
         assert all(np.all(np.abs(a) <= 1.0) and a.shape == (CODEC.dim,) for a in recording.suggestions)
@@ -118,7 +119,7 @@ def test_recurrent_ppo_with_lattice_actions(tmp_path):
     centres = {round(float(CODEC.lattice_action(np.array([i] * 8))[0]), 6) for i in range(11)}
     for deterministic in (True, False):
         tuner = PolicyTuner.from_file(model_path, deterministic=deterministic, seed=3)
-        metrics = run_tuner(tuner, AnalyticObjective(seed=1), 3, CODEC)
+        metrics = run_experiment(tuner, AnalyticObjective(seed=1), 3, CODEC)[1]
         assert len(metrics) == 4 and all(np.isfinite(metrics))
         assert tuner._lstm_state is not None and tuner._episode_start is False
         tuner = PolicyTuner.from_file(model_path, deterministic=deterministic, seed=3)
@@ -127,11 +128,11 @@ def test_recurrent_ppo_with_lattice_actions(tmp_path):
 
 
 def test_recurrent_ppo_with_a_frame_stack_warns_but_is_allowed(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="agent.train"):
+    with caplog.at_level(logging.WARNING, logger="agent.rl.train"):
         check_args(Args(out=str(tmp_path / "a"), algo="recurrent-ppo", frame_stack=4))
     assert any("recurrent-ppo" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="agent.train"):
+    with caplog.at_level(logging.WARNING, logger="agent.rl.train"):
         check_args(Args(out=str(tmp_path / "b"), algo="recurrent-ppo", frame_stack=1))
         check_args(Args(out=str(tmp_path / "c"), algo="ppo", frame_stack=4))
     assert not caplog.records

@@ -10,8 +10,10 @@ from agent_fixtures import AnalyticBackend, AnalyticObjective, Crash, tiny_workl
 
 from agent.actions import ActionCodec
 from agent.errors import AgentError, ExperimentLogError
-from agent.tune import BEST_CONFIG_NAME, Experiment, ExperimentConfig, read_log
-from agent.tuners import make_tuner
+from agent.loop.config import BEST_CONFIG_NAME, ExperimentConfig
+from agent.loop.experiment import Experiment
+from agent.loop.log import read_log
+from agent.tuners.factory import make_tuner
 from testbed.scheduler.config import (
     DEFAULT_SCORE_WEIGHTS,
     load_config,

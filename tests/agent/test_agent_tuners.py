@@ -7,16 +7,20 @@ import pytest
 from agent_fixtures import AnalyticObjective, analytic_sampler
 
 from agent.actions import ActionCodec
-from agent.env import make_env
 from agent.errors import AgentError, InputError
-from agent.evaluate import run_tuner, steps_to_fraction
-from agent.tuners import BASELINES, HillClimber, MethodSpec, PolicyConfig, PolicyTuner, make_tuner
+from agent.evaluation.runner import run_experiment
+from agent.evaluation.scoring import steps_to_fraction
+from agent.rl.artefacts import PolicyConfig
+from agent.rl.env import make_env
+from agent.tuners.factory import BASELINES, MethodSpec, make_tuner
+from agent.tuners.policy import PolicyTuner
+from agent.tuners.search import HillClimber
 
 CODEC = ActionCodec()
 
 
 class _Recording:
-    """A tuner wrapper keeping every raw suggestion: run_tuner clips what it runs, so a tuner
+    """A tuner wrapper keeping every raw suggestion: run_experiment clips what it runs, so a tuner
     stepping outside the box would be hidden by the loop; the test reads what the tuner asked for."""
 
     def __init__(self, tuner):
@@ -35,7 +39,7 @@ class _Recording:
 def test_every_baseline_runs_the_budget_inside_the_box(method):
     obj = AnalyticObjective(seed=3)
     tuner = _Recording(make_tuner(method, CODEC, seed=0))
-    metrics = run_tuner(tuner, obj, 6, CODEC)
+    metrics = run_experiment(tuner, obj, 6, CODEC)[1]
     assert len(metrics) == 7 and obj.calls == 7
     assert len(tuner.suggested) == 6
     for action in tuner.suggested:
@@ -51,15 +55,15 @@ def test_every_baseline_runs_the_budget_inside_the_box(method):
 
 @pytest.mark.parametrize("method", ["random", "tpe", "gp", "cmaes", "hill"])
 def test_seeded_tuners_are_reproducible(method):
-    a = run_tuner(make_tuner(method, CODEC, seed=4), AnalyticObjective(seed=2), 5, CODEC)
-    b = run_tuner(make_tuner(method, CODEC, seed=4), AnalyticObjective(seed=2), 5, CODEC)
+    a = run_experiment(make_tuner(method, CODEC, seed=4), AnalyticObjective(seed=2), 5, CODEC)[1]
+    b = run_experiment(make_tuner(method, CODEC, seed=4), AnalyticObjective(seed=2), 5, CODEC)[1]
     assert a == b
 
 
 def test_hill_climber_never_accepts_a_worse_point_and_improves_a_smooth_objective():
     obj = AnalyticObjective(seed=7)
     tuner = HillClimber(CODEC, seed=0)
-    metrics = run_tuner(tuner, obj, 30, CODEC)
+    metrics = run_experiment(tuner, obj, 30, CODEC)[1]
     assert tuner.best_metric == min(metrics)
     assert min(metrics) < metrics[0]
 
@@ -95,7 +99,7 @@ def test_policy_tuner_feeds_the_model_the_training_observations():
     obj = AnalyticObjective(seed=9)
     config = PolicyConfig(steps=5, reward="best", info="limited", frame_stack=3, codec=CODEC.to_dict())
     model = _RecordingModel(actions)
-    metrics = run_tuner(PolicyTuner(model, config), obj, 5, CODEC)
+    metrics = run_experiment(PolicyTuner(model, config), obj, 5, CODEC)[1]
 
     env = make_env(analytic_sampler, steps=5, frame_stack=3, codec=CODEC)
     obs, _ = env.reset(options={"objective": AnalyticObjective(seed=9)})
@@ -151,7 +155,11 @@ def test_std_scale_multiplies_the_sampling_spread():
 
 
 def test_policy_method_names_say_how_the_policy_acts():
-    from agent.evaluate import policy_acting
+    from agent.tuners.factory import MethodSpec
+
+    def policy_acting(name):
+        spec = MethodSpec.parse(name)
+        return spec.kind, spec.std_scale
 
     assert policy_acting("policy") == ("policy", None)
     assert policy_acting("ppo@40k:sample") == ("policy-sample", None)

@@ -12,9 +12,10 @@ import pytest
 from fakeapi import make_backend, squeeze
 
 from agent.actions import ActionCodec
+from agent.loop.config import ExperimentConfig
+from agent.loop.experiment import Experiment
 from agent.stats import run_health
-from agent.tune import Experiment, ExperimentConfig
-from agent.tuners import make_tuner
+from agent.tuners.factory import make_tuner
 from loadgen.workload import make_workload
 from testbed.errors import TestbedError
 from testbed.scheduler.config import profile_from_weights

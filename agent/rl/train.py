@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from agent.env import ACTION_KINDS
 from agent.errors import AgentError
 from agent.metrics import Metric
 from agent.provenance import provenance
+from agent.rl.env import ACTION_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Algo(StrEnum):
 
 
 ActionKind = StrEnum("ActionKind", {k.upper(): k for k in ACTION_KINDS})
-"""The policy's action space (``--action``): agent.env.ACTION_KINDS as choices."""
+"""The policy's action space (``--action``): agent.rl.env.ACTION_KINDS as choices."""
 
 
 @dataclass
@@ -75,10 +75,10 @@ class Args:
     generated_traces: float = _doc("Share of the generated episodes that replay a window of a training-side trace "
                                    "(gentrace-N) instead of a synthetic workload, 0..1.", default=0.0)
     steps: int = _doc("Runs per tuning experiment after the reference (T).", default=10)
-    reward: str = _doc("Reward variant: best, previous or reference (agent.rewards).", default="best")
+    reward: str = _doc("Reward variant: best, previous or reference (agent.rl.rewards).", default="best")
     info: str = _doc("Observation: limited (relative metrics only) or full (adds absolute figures).", default="limited")
     frame_stack: int = _doc("Frames stacked by FrameStackObservation (1 = off).", default=4)
-    incumbent: bool = _doc("Observe the best action so far in every frame (agent.observation).", default=False)
+    incumbent: bool = _doc("Observe the best action so far in every frame (agent.rl.observation).", default=False)
     metric: Metric = _doc("Latency metric.", default="mean")
     action: ActionKind = _doc("box (a Gaussian policy over the [-1,1] box) or lattice (a categorical head per "
                        "coordinate over agent.actions.WEIGHT_LEVELS and the strategy levels).", default="box")
@@ -112,7 +112,7 @@ LSTM_HIDDEN_SIZE = 64
 def make_sampler(args: Args, noise: Any = None):
     """The training objectives: the scenario split, measured with ``noise`` (a
     :class:`testbed.local.noise.NoiseModel`, see :func:`load_noise`) when given."""
-    from agent.scenario_objectives import split_sampler
+    from agent.objectives.sim import split_sampler
 
     names = [s for s in args.scenarios.split(",") if s] or None
     sampler = split_sampler(args.split, metric=args.metric, names=names, generated=args.generated,
@@ -121,7 +121,7 @@ def make_sampler(args: Args, noise: Any = None):
 
 
 def _noisy(sampler: Any, noise: Any):
-    from agent.noisy import NoisySampler
+    from agent.objectives.noise import NoisySampler
 
     return NoisySampler(sampler, noise)
 
@@ -205,7 +205,7 @@ def policy_config(args: Args, *, command: str, elapsed_s: float | None = None, n
 def init_weights(model: Any, policy: Path) -> None:
     """Copy the actor, critic and action std of a trained policy into ``model`` (``--init``)."""
     from agent.errors import InputError
-    from agent.tuners import PolicyConfig, load_model, policy_config_path
+    from agent.rl.artefacts import PolicyConfig, load_model, policy_config_path
 
     config = PolicyConfig.load(policy_config_path(policy))
     source = load_model(policy, config.algo, config.format)
@@ -229,7 +229,7 @@ def train(args: Args, sampler=None) -> Path:
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
 
-    from agent.env import ACTION_KINDS, make_env
+    from agent.rl.env import ACTION_KINDS, make_env
 
     if args.algo not in tuple(Algo):
         raise AgentError(f"--algo must be one of {[str(a) for a in Algo]}, got {args.algo!r}")
@@ -336,7 +336,7 @@ def train(args: Args, sampler=None) -> Path:
     (out / "model.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     log.info("trained %d steps in %.0f s -> %s", args.total_timesteps, elapsed, model_path)
     if args.ship:
-        from agent.tuners import export_policy
+        from agent.rl.artefacts import export_policy
 
         shipped = export_policy(model_path, config, POLICIES_DIR / f"{args.ship}.zip")
         log.info("shipped the policy network as %s", shipped)

@@ -22,9 +22,9 @@ from gymnasium import spaces
 
 from agent.actions import ActionCodec, WeightSetting
 from agent.errors import AgentError
-from agent.objective import Objective, ObjectiveSampler
-from agent.observation import ObservationBuilder
-from agent.rewards import REWARDS, reward
+from agent.objectives.protocol import Objective, ObjectiveSampler
+from agent.rl.observation import ObservationBuilder
+from agent.rl.rewards import REWARDS, reward
 
 ENV_ID = "scoretune/SchedulerTuning-v0"
 
@@ -38,7 +38,7 @@ class SchedulerTuningEnv(gym.Env):
     (LeastAllocated → RequestedToCapacityRatio blends → MostAllocated); see ``agent.actions``.
 
     ## Observation Space
-    One frame per :class:`~agent.observation.ObservationBuilder` (``limited``: the applied action,
+    One frame per :class:`~agent.rl.observation.ObservationBuilder` (``limited``: the applied action,
     log latency ratios to the reference and to the best so far, the step fraction; ``full`` adds
     absolute latencies and scenario facts). Unitless, bounded.
 
@@ -48,7 +48,7 @@ class SchedulerTuningEnv(gym.Env):
     weights). The first observation describes that run.
 
     ## Reward
-    A percentage improvement (percent points), one of ``agent.rewards.REWARDS``: over the previous
+    A percentage improvement (percent points), one of ``agent.rl.rewards.REWARDS``: over the previous
     step, the part of a new best (relative to the reference), or over the reference.
 
     ## Episode End
@@ -73,7 +73,7 @@ class SchedulerTuningEnv(gym.Env):
         if reward_kind not in REWARDS:
             raise AgentError(f"unknown reward {reward_kind!r}; valid: {list(REWARDS)}")
         if sampler is None:
-            from agent.scenario_objectives import split_sampler
+            from agent.objectives.sim import split_sampler
 
             sampler = split_sampler("train")
         self.sampler = sampler
@@ -172,4 +172,4 @@ def make_env(
 
 
 if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point="agent.env:SchedulerTuningEnv")
+    gym.register(id=ENV_ID, entry_point="agent.rl.env:SchedulerTuningEnv")

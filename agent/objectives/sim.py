@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from agent.actions import WeightSetting
-from agent.errors import AgentError
+from agent.errors import AgentError, InputError
 from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_summary
-from agent.objective import ObjectiveSampler
+from agent.objectives.protocol import ObjectiveSampler
 
 if TYPE_CHECKING:
     from testbed.generated import Family
@@ -115,11 +116,34 @@ class ScenarioObjective(SimObjective):
         self.scenario_name = scenario
 
 
+USER_SCENARIO_SEPARATOR = "="
+
+
+@lru_cache(maxsize=32)
+def load_user_scenario(spec: str) -> tuple[Any, Any]:
+    """``CLUSTER.yaml=WORKLOAD.parquet`` (a user's own cluster spec and workload) as (ClusterSpec,
+    Workload), loaded once per process; a bad path or file is one InputError naming the file."""
+    from loadgen.workload import read_workload
+    from testbed.cluster import load_cluster
+
+    cluster, sep, workload = spec.partition(USER_SCENARIO_SEPARATOR)
+    if not sep or not cluster or not workload:
+        raise AgentError(f"--scenario {spec!r}: expected CLUSTER.yaml=WORKLOAD.parquet")
+    for path, what in ((cluster, "cluster spec"), (workload, "workload")):
+        if not Path(path).exists():
+            raise InputError(f"no such {what} file (--scenario CLUSTER.yaml=WORKLOAD.parquet)", file=path)
+    return load_cluster(cluster), read_workload(workload)
+
+
 def scenario_objective(scenario: str, seed: int, metric: str = "mean") -> SimObjective:
-    """A library scenario by name, or ``gen-N`` / ``gentrace-N``: member N of the synthetic or the
+    """A library scenario by name; ``gen-N`` / ``gentrace-N``: member N of the synthetic or the
     trace-window generated family (validation uses N >= :data:`GENERATED_TRAIN_SEEDS`, which
-    training never draws)."""
+    training never draws); or a user's ``CLUSTER.yaml=WORKLOAD.parquet``."""
     from testbed.generated import PREFIXES
+
+    if USER_SCENARIO_SEPARATOR in scenario:
+        cluster, workload = load_user_scenario(scenario)
+        return SimObjective(cluster, workload, seed, metric, name=f"{scenario}@{seed}")
 
     for family, prefix in PREFIXES.items():
         if scenario.startswith(prefix):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -35,8 +34,9 @@ import numpy as np
 import pandas as pd
 
 from agent.errors import AgentError, InputError
+from agent.formatting import format_ci, md_cell
 from agent.stats import mean_ci
-from agent.tune import md_cell, write_atomic
+from functions.atomic import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class LabMethod:
             return cls(name, file)
         if text == "policy":
             return cls("policy", str(shipped))
-        from agent.tuners import BASELINES
+        from agent.tuners.factory import BASELINES
 
         if text not in BASELINES:
             raise AgentError(f"--methods: {text!r} is not a baseline ({', '.join(BASELINES)}), 'policy' or NAME=FILE")
@@ -150,9 +150,7 @@ def collect(out: Path, scenarios: Sequence[str], methods: Sequence[str], seeds: 
 
 def _ci(values: Sequence[float]) -> str:
     ci = mean_ci(np.asarray(values, dtype=float))
-    if ci.low is None or not math.isfinite(ci.low):
-        return f"{ci.mean:+.1f}"
-    return f"{ci.mean:+.1f} [{ci.low:.1f}, {ci.high:.1f}]"
+    return format_ci(ci.mean, ci.low, ci.high)
 
 
 def lab_markdown(frame: pd.DataFrame, shipped: str, baseline: str = "gp") -> str:

@@ -120,17 +120,14 @@ from functions.cli import bench_functions  # noqa: E402
 app.add_typer(functions_app, name="functions", help="The function suite: list, invoke, serve, manifest, build, profile.")
 bench_app.command("functions", help="Function runtime: time to ready, per-request overhead, pod rendering.")(bench_functions)
 
-from agent.bench import bench_agent  # noqa: E402
-from agent.cli_commands import (  # noqa: E402
-    combine_command,
-    evaluate_command,
-    lab_table_command,
-    train_command,
-    tune_command,
-)
+from agent.cli.bench import bench_agent  # noqa: E402
+from agent.cli.evaluate import combine_command, evaluate_command  # noqa: E402
+from agent.cli.lab_table import lab_table_command  # noqa: E402
+from agent.cli.train import train_command  # noqa: E402
+from agent.cli.tune import tune_command  # noqa: E402
 
 app.command("train", help="Train a tuning policy (SB3 PPO/SAC) on the simulator.")(train_command)
-app.command("evaluate", help="Every method on every held-out scenario: results table and plots.")(evaluate_command)
+app.command("evaluate", help="Every method on every held-out scenario, or your own: results table and plots.")(evaluate_command)
 app.command("combine", help="One results table from several `evaluate` outputs, rescored together.")(combine_command)
 app.command("tune", help="One live tuning experiment on sim, local or kube (JSONL log, resume, best config).")(tune_command)
 app.command("lab-table", help="The paper's table on the embedded lab: live experiments per lab scenario and method.")(

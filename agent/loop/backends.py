@@ -54,7 +54,7 @@ def resolve_workload(workload: str, *, seed: int = 0) -> tuple[Any, str | None]:
         from testbed.local.scenario import LAB_CLUSTER, lab_workload
 
         return lab_workload(seed), LAB_CLUSTER
-    from agent.scenario_objectives import scenario_by_name
+    from agent.objectives.sim import scenario_by_name
 
     scenario = scenario_by_name(workload)
     from testbed.scenarios import build_workload

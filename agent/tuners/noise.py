@@ -1,10 +1,8 @@
-"""The profile a tuner applies at the end, and the tuners' noise handling.
+"""The tuners' noise handling: re-measuring the incumbent, and GP-BO for a noisy objective.
 
-Noise-free, the profile to apply is the best one measured. Under noise the best *measurement* is
-partly luck (the winner's curse), so how a tuner picks what it applies is part of the method:
+What a tuner applies is part of the method under noise (agent.tuners.applied); two tuners bring
+their own rule:
 
-- plain tuners apply the profile with the lowest mean of its measurements (the reference among
-  them), what a user reading the log would pick;
 - ``gp-noisy``: Optuna's GPSampler with its noise term (``deterministic_objective=False``), and
   it applies the evaluated profile with the lowest GP *posterior mean* (a Matérn-5/2 GP with a
   white-noise kernel on the log latency, scikit-learn), the standard recommendation of noisy BO;
@@ -26,6 +24,8 @@ import numpy as np
 
 from agent.actions import ActionCodec, WeightSetting
 from agent.errors import AgentError
+from agent.tuners.applied import measured
+from agent.tuners.search import OptunaTuner
 
 _REEVAL = re.compile(r"reeval(?P<k>\d+)?")
 
@@ -52,31 +52,6 @@ def split_rule(method: str) -> tuple[str, NoiseRule | None]:
         raise AgentError(f"method {method!r}: the part after '+' must be reeval or reevalK (K re-measure runs)")
     k = match.group("k")
     return base, NoiseRule(None if k is None else int(k))
-
-
-def measured(settings: Sequence[WeightSetting], values: Sequence[float]) -> dict[str, tuple[WeightSetting, float, int]]:
-    """Per distinct profile (by label): the setting, the mean of its measurements and their count."""
-    groups: dict[str, list[float]] = {}
-    first: dict[str, WeightSetting] = {}
-    for s, v in zip(settings, values, strict=True):
-        groups.setdefault(s.label(), []).append(float(v))
-        first.setdefault(s.label(), s)
-    return {k: (first[k], float(np.mean(v)), len(v)) for k, v in groups.items()}
-
-
-def best_mean(settings: Sequence[WeightSetting], values: Sequence[float]) -> WeightSetting:
-    """The profile with the lowest mean measurement (the first measured wins a tie: the reference)."""
-    table = measured(settings, values)
-    return min(table.values(), key=lambda e: e[1])[0]
-
-
-def applied_setting(tuner: Any, settings: Sequence[WeightSetting], values: Sequence[float]) -> WeightSetting:
-    """What ``tuner`` applies after measuring ``values`` for ``settings`` (index 0: the reference):
-    its own ``recommend`` when it has one, else the lowest mean."""
-    recommend = getattr(tuner, "recommend", None)
-    if callable(recommend):
-        return recommend(settings, values)
-    return best_mean(settings, values)
 
 
 class Reeval:
@@ -139,8 +114,6 @@ class NoisyGP:
     name = "gp-noisy"
 
     def __init__(self, codec: ActionCodec, seed: int = 0) -> None:
-        from agent.tuners import OptunaTuner
-
         self.inner = OptunaTuner("gp", codec, seed, deterministic=False)  # explicit: the noise term
         self.codec = codec
         self.seed = seed

@@ -30,10 +30,11 @@ def bench_agent(
 ) -> None:
     """Environment steps/s on the simulator, tuner overhead per step, policy inference latency."""
     from agent.actions import ActionCodec
-    from agent.cli_commands import SHIPPED_POLICY
-    from agent.env import SchedulerTuningEnv
-    from agent.scenario_objectives import ScenarioObjective
-    from agent.tuners import PolicyTuner, make_tuner
+    from agent.objectives.sim import ScenarioObjective
+    from agent.rl.artefacts import SHIPPED_POLICY
+    from agent.rl.env import SchedulerTuningEnv
+    from agent.tuners.factory import make_tuner
+    from agent.tuners.policy import PolicyTuner
 
     codec = ActionCodec()
     objective = ScenarioObjective(scenario, seed=0)

@@ -29,7 +29,7 @@ import numpy as np
 
 from agent.actions import WeightSetting
 from agent.errors import AgentError
-from agent.scenario_objectives import sim_metric
+from agent.objectives.sim import sim_metric
 
 TRUTH_SEED_BASE = 3_000_000_000
 """Truth seeds are ``TRUTH_SEED_BASE + k``; measurement seeds are drawn below it."""
@@ -113,10 +113,10 @@ class Truth:
 
 
 def noisy_objective(objective: Any, model: Any, *, rng_seed: int, seed_cv: float = 0.0) -> NoisyObjective:
-    """``objective`` (a :class:`~agent.scenario_objectives.SimObjective`: a cluster and a workload)
+    """``objective`` (a :class:`~agent.objectives.sim.SimObjective`: a cluster and a workload)
     measured with the noise ``model`` (a :class:`testbed.local.noise.NoiseModel`) predicts for a
     run of its workload's size, less the simulator's own spread ``seed_cv``."""
-    from agent.scenario_objectives import workload_context
+    from agent.objectives.sim import workload_context
 
     cv = extra_cv(model.cv(float(len(objective.workload)), float(objective.workload.duration_s)), seed_cv)
     return NoisyObjective(objective.cluster, objective.workload, noise_cv=cv, rng_seed=rng_seed,

@@ -1,0 +1,51 @@
+"""``scoretune lab-table``: the paper's table on the embedded lab (agent.evaluation.lab_table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from agent.cli.options import argv_tail
+from agent.cli.render import console
+from agent.errors import AgentError
+from agent.rl.artefacts import SHIPPED_POLICY
+
+
+def lab_table_command(
+    out: Path = typer.Option(Path("runs/lab-table"), "--out", "-o", help="Directory for the experiments, table.md, "
+                             "results.csv."),
+    scenarios: str = typer.Option(",".join(("lab-small", "lab-taints", "lab-packing")), help="Lab clusters, "
+                                  "comma-separated (shipped names or paths)."),
+    methods: str = typer.Option("gp,policy", help="Methods, comma-separated: baselines, 'policy' (the shipped policy, "
+                                "acting as its config says) or NAME=POLICY_FILE. 'default' needs no experiment: it is "
+                                "every experiment's reference."),
+    seeds: int = typer.Option(2, min=1, max=100, help="Seeds per scenario and method (the workload's and the tuner's)."),
+    steps: int = typer.Option(10, min=1, max=1000, help="Runs per experiment after the reference (T)."),
+    confirm: int = typer.Option(3, min=1, max=100, help="Paired reruns confirming each experiment's best profile."),
+    duration: float = typer.Option(20.0, min=5.0, max=3600.0, help="Seconds of the lab workload (6 requests/s)."),
+    shipped: str = typer.Option("policy", help="The method compared with GP-BO in the last column."),
+    report_only: bool = typer.Option(False, "--report-only", metavar="", help="Only build the table from finished "
+                                     "experiments."),
+) -> None:
+    """The paper's table on the embedded lab: one live tuning experiment per lab scenario, method
+    and seed, each best profile confirmed by paired reruns (agent/lab_table.py)."""
+    from agent.evaluation.lab_table import LabMethod, collect, run_experiments, write_report
+
+    names = [s for s in scenarios.split(",") if s]
+    specs = [LabMethod.parse(m, SHIPPED_POLICY) for m in methods.split(",") if m and m != "default"]
+    if not names or not specs:
+        raise AgentError("lab-table: give at least one scenario and one method besides default")
+    if shipped not in [m.name for m in specs]:
+        raise AgentError(f"--shipped {shipped!r} is not one of --methods")
+    seed_list = list(range(seeds))
+    if not report_only:
+        run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, duration_s=duration)
+    frame = collect(out, names, [m.name for m in specs], seed_list)
+    config = {"scenarios": names, "methods": [m.__dict__ for m in specs], "seeds": seed_list, "steps": steps,
+              "confirm": confirm, "duration_s": duration,
+              "command": "scoretune lab-table " + " ".join(argv_tail("lab-table"))}
+    path = write_report(out, frame, shipped, config)
+    console.print(path.read_text())
+    console.print(f"wrote {path}, {out / 'results.csv'}")
+

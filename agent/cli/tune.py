@@ -1,0 +1,299 @@
+"""``scoretune tune``: options, presets, a resume's config, and the live experiment with its progress."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from agent.cli.options import dataclass_command, finite, given_options, opt
+from agent.cli.render import console, print_summary, progress_bar, step_lines
+from agent.errors import AgentError
+from agent.loop.backends import Backend
+from agent.metrics import Metric
+from agent.rl.artefacts import SHIPPED_POLICY
+from agent.tuners.factory import Method
+
+_RESUME_OPTIONS = {
+    "backend": "--backend", "cluster": "--cluster", "workload": "--workload", "policy": "--policy",
+    "method": "--method", "steps": "--steps", "metric": "--metric", "repeats": "--repeats", "seed": "--seed",
+    "max_reruns": "--max-reruns", "confirm": "--confirm", "max_dispatch_lag_p99_s": "--max-dispatch-lag-s",
+    "max_late_share": "--max-late-share", "kubeconfig": "--kubeconfig", "context": "--context",
+    "namespace": "--namespace", "ingress_url": "--ingress-url", "cold_nodes": "--cold-nodes",
+}
+"""Config field (or backend option) -> the ``tune`` option that sets it, for resume errors."""
+
+
+
+def _same_cluster(a: str, b: str) -> bool:
+    """Two ``--cluster`` values naming the same spec (a name and the path of its file, say)."""
+    if a == b:
+        return True
+    from testbed.cluster import load_cluster
+
+    try:
+        return load_cluster(a) == load_cluster(b)
+    except Exception:  # noqa: BLE001 - an unreadable spec is simply not the stored one
+        return False
+
+
+def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str, Any]) -> Any:
+    """The stored config with what the command line may change applied (more ``--steps``,
+    ``--max-reruns``, the kube address); any option that contradicts the stored experiment is an
+    error naming the option and both values. Options left out resume the experiment as it was."""
+    from agent.loop.backends import KubeOptions
+    from agent.loop.config import absolute_if_file, resume_conflicts
+    from agent.loop.log import read_log
+    from agent.stats import HealthBounds
+
+    def refuse(option: str, was: Any, now: Any) -> typing.NoReturn:
+        raise AgentError(f"{option} {now!r} contradicts the experiment in {resume} (run with {was!r}, "
+                         f"{resume / 'config.json'}); leave {option} out to resume it as it was")
+
+    if "overwrite" in given and values["overwrite"]:
+        raise AgentError("--overwrite and --resume contradict each other: --overwrite deletes the experiment --resume continues")
+    if "out" in given and values["out"] is not None and Path(values["out"]).resolve() != resume.resolve():
+        refuse("--out", str(resume), str(values["out"]))
+    overrides: dict[str, Any] = {}
+    if values["embedded_default"]:
+        if stored.workload != "lab":
+            refuse("--embedded-default (workload lab)", stored.workload, "lab")
+        if stored.backend not in ("local", "sim"):
+            refuse("--embedded-default (backend local or sim)", stored.backend, "local or sim")
+        if "policy" not in given and stored.policy != str(SHIPPED_POLICY):
+            refuse("--embedded-default (the shipped policy)", stored.policy, str(SHIPPED_POLICY))
+    for name in ("backend", "metric", "method"):
+        if name in given:
+            overrides[name] = values[name]
+    for name in ("steps", "repeats", "seed", "max_reruns"):
+        if name in given:
+            overrides[name] = values[name]
+    if "confirm" in given and values["confirm"] >= 0:
+        overrides["confirm"] = values["confirm"]
+    if "workload" in given:
+        overrides["workload"] = absolute_if_file(values["workload"])
+    if "policy" in given and values["policy"] is not None:
+        overrides["policy"] = str(Path(values["policy"]).resolve())
+    if "cluster" in given and values["cluster"]:
+        cluster = absolute_if_file(values["cluster"])
+        if not _same_cluster(stored.cluster, cluster):
+            refuse("--cluster", stored.cluster, values["cluster"])
+    health = stored.health
+    if "max_dispatch_lag_s" in given:
+        health = dataclasses.replace(health, max_dispatch_lag_p99_s=values["max_dispatch_lag_s"])
+    if "max_late_share" in given:
+        health = dataclasses.replace(health, max_late_share=values["max_late_share"])
+    overrides["health"] = HealthBounds(**dataclasses.asdict(health))
+    kube = {k: values[k] for k in ("kubeconfig", "context", "namespace", "ingress_url") if k in given}
+    if "cold_nodes" in given:
+        kube["cold_nodes"] = _node_names(values["cold_nodes"])
+    if kube:
+        if stored.backend != "kube":
+            refuse(_RESUME_OPTIONS[next(iter(kube))], f"backend {stored.backend}", next(iter(kube.values())))
+        overrides["backend_options"] = {**dataclasses.asdict(KubeOptions(**stored.backend_options)), **kube}
+    config = dataclasses.replace(stored, **overrides)
+    recorded = len(read_log(resume)) - 1
+    for name, was, now in resume_conflicts(stored, config, recorded_steps=recorded):
+        if name == "health":
+            if was.max_dispatch_lag_p99_s != now.max_dispatch_lag_p99_s:
+                refuse("--max-dispatch-lag-s", was.max_dispatch_lag_p99_s, now.max_dispatch_lag_p99_s)
+            refuse("--max-late-share", was.max_late_share, now.max_late_share)
+        if name == "steps":
+            raise AgentError(f"--steps {now} is fewer than the {recorded} steps {resume / 'experiment.jsonl'} "
+                             "already holds; give at least that many (or leave --steps out)")
+        refuse(_RESUME_OPTIONS.get(name, name), was, now)
+    return config
+
+
+@dataclasses.dataclass
+class TuneArgs:
+    """``scoretune tune`` arguments; each field's ``help`` is its ``--help`` line (as ``train``'s
+    :class:`agent.rl.train.Args`). The fields as typed; :func:`tune_config` turns them into an
+    :class:`agent.loop.config.ExperimentConfig`."""
+
+    backend: Backend = opt("Where to run (local: the embedded lab).", "sim")
+    cluster: str = opt("Cluster spec name or path (default: the workload scenario's).", "")
+    workload: str = opt("Workload: a Parquet file, 'lab', or a scenario name.", "lab")
+    policy: Path | None = opt("Tune with this trained policy (zip; its .json beside it), acting as its config's "
+                               "`act` says (mean or sample) unless --method policy|policy-sample.", None)
+    method: Method | None = opt("Tune with a baseline instead (or, with --policy, policy-sample: draw from the "
+                                 "policy's Gaussian).", None)
+    steps: int = opt("Runs after the reference (T). With --resume, more steps continue a finished experiment.", 10,
+                      min=1, max=10_000)
+    out: Path | None = opt("Experiment directory (log, runs, summary, best config).", None, short="-o")
+    resume: Path | None = opt("Continue the interrupted experiment in this directory (options left out are the "
+                               "stored ones; contradicting ones are refused).", None)
+    metric: Metric = opt("Latency metric.", "mean")
+    repeats: int = opt("Runs per profile, each paired with a reference run when > 1.", 1, min=1, max=100)
+    seed: int = opt("Seed of the workload replay and of the tuner.", 0, min=0, max=2**32 - 1)
+    max_reruns: int = opt("Reruns of a void run (unhealthy load generator) before giving up.", 3, min=0, max=100)
+    confirm: int = opt("Measured backends: rerun the best profile N times paired with the reference before "
+                        "applying it (-1: the preset's, 3 with --embedded-default, else 0).", -1, min=-1, max=100)
+    max_dispatch_lag_s: float = opt("Void a run whose p99 dispatch lag exceeds this (s).", 0.5,
+                                     callback=finite(0.0, 3600.0, low_open=True))
+    max_late_share: float = opt("Void a run with a larger share of late dispatches (0..1).", 0.05,
+                                 callback=finite(0.0, 1.0))
+    overwrite: bool = opt("Delete a previous experiment in --out first.", False)
+    embedded_default: bool = opt("make tune: the preset 'embedded-default', the shipped policy on the embedded lab "
+                                  "(lab-small, the lab workload), or the simulator if the lab cannot start.", False)
+    kubeconfig: str | None = opt("kube: kubeconfig file.", None)
+    context: str | None = opt("kube: kubeconfig context.", None)
+    namespace: str = opt("kube: namespace of the functions.", "default")
+    ingress_url: str | None = opt("kube: Kourier's address, e.g. http://10.0.0.11:31080.", None)
+    cold_nodes: str | None = opt("kube: nodes (comma-separated) whose function-image cache is purged before "
+                                  "every step; the others hold every image.", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class TunePreset:
+    """A named set of values for the :class:`TuneArgs` options a user leaves out (an option typed
+    on the command line wins). ``backend`` may be ``auto``: the embedded lab, or the simulator if
+    the lab cannot start (:func:`agent.loop.backends.embedded_default_backend`)."""
+
+    name: str
+    backend: str
+    workload: str
+    policy: Path
+    confirm: int
+
+    def apply(self, args: TuneArgs, given: set[str]) -> TuneArgs:
+        values = {"backend": self.backend, "workload": self.workload, "policy": self.policy}
+        changes = {k: v for k, v in values.items() if k not in given}
+        if args.confirm < 0:
+            changes["confirm"] = self.confirm
+        return dataclasses.replace(args, **changes)
+
+
+EMBEDDED_DEFAULT = TunePreset("embedded-default", backend="auto", workload="lab", policy=SHIPPED_POLICY, confirm=3)
+
+
+def _node_names(text: str | None) -> list[str]:
+    """``a,b`` as node names (DNS-1123 subdomains, as Kubernetes names nodes), each once."""
+    import re
+
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    for n in names:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", n):
+            raise AgentError(f"--cold-nodes: {n!r} is not a Kubernetes node name")
+    if len(set(names)) != len(names):
+        raise AgentError(f"--cold-nodes: a node is named twice in {text!r}")
+    return names
+
+
+def tune_config(args: TuneArgs, given: set[str]) -> Any:
+    """A new experiment's :class:`agent.loop.config.ExperimentConfig` from the options (``given``: the
+    ones typed on the command line), every contradiction an :class:`AgentError` naming the option."""
+    from agent.loop.backends import KubeOptions
+    from agent.loop.config import ExperimentConfig
+    from agent.rl.artefacts import policy_method
+    from agent.stats import HealthBounds
+
+    if args.embedded_default:
+        args = EMBEDDED_DEFAULT.apply(args, given)
+    policy, method = args.policy, args.method
+    if policy is not None and method in ("policy", "policy-sample"):
+        pass  # the policy, deterministic or sampling
+    elif (policy is None) == (not method):
+        raise AgentError("give exactly one of --policy FILE or --method NAME")
+    if policy is not None and not Path(policy).is_file():
+        raise AgentError(f"{policy}: policy file does not exist" if not Path(policy).exists()
+                         else f"{policy}: not a file (--policy names a policy zip)")
+    if policy is not None and not method:
+        method = policy_method(Path(policy))  # the policy's own act mode (mean or sample)
+    return ExperimentConfig(
+        method=method or "policy", backend=args.backend, cluster=args.cluster, workload=args.workload,
+        steps=args.steps, metric=args.metric, repeats=args.repeats, seed=args.seed,
+        policy=str(policy) if policy else None, max_reruns=args.max_reruns, confirm=max(args.confirm, 0),
+        health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),
+        backend_options=dataclasses.asdict(KubeOptions(args.kubeconfig, args.context, args.namespace, args.ingress_url,
+                                                       cold_nodes=_node_names(args.cold_nodes)))
+        if args.backend == "kube" else {},
+    ).with_absolute_paths()
+
+
+def _tune(args: TuneArgs, ctx: typer.Context) -> None:
+    """``scoretune tune``: the config (new or resumed), the tuner, the backend, the loop."""
+    from agent.actions import ActionCodec
+    from agent.loop.backends import KubeOptions, embedded_default_backend, make_backend, resolve_workload
+    from agent.loop.config import CONFIG_NAME, ExperimentConfig
+    from agent.objectives.sim import workload_context
+    from agent.tuners.factory import make_tuner
+    from testbed.cluster import load_cluster
+
+    given = given_options(ctx)
+    if args.resume is not None:
+        stored = ExperimentConfig.load(args.resume)
+        config = _resume_config(stored, args.resume, given, dataclasses.asdict(args))
+        out = args.resume
+    else:
+        if args.out is None:
+            raise AgentError("--out DIR is required (or --resume DIR)")
+        out = args.out
+        if out.exists() and not out.is_dir():
+            raise AgentError(f"{out}: not a directory (--out names the experiment directory)")
+        if args.overwrite and (out / CONFIG_NAME).exists():
+            import shutil
+
+            shutil.rmtree(out)
+        config = tune_config(args, given)
+
+    wl, scenario_cluster = resolve_workload(config.workload, seed=config.seed)
+    cluster_name = config.cluster or scenario_cluster
+    if not cluster_name and config.backend != "kube":
+        raise AgentError("--cluster is required for this workload (it names no cluster)")
+    spec = load_cluster(cluster_name) if cluster_name else None
+    # the tuner first: a broken policy file fails before a lab starts
+    context_facts = workload_context(spec, wl) if spec is not None else {}
+    tuner = make_tuner(config.method, ActionCodec(), seed=config.seed,
+                       policy=Path(config.policy) if config.policy else None, steps=config.steps,
+                       context=context_facts)
+    if config.backend == "auto":
+        be, chosen = embedded_default_backend(seed=config.seed)
+        config = dataclasses.replace(config, backend=chosen, cluster=cluster_name)
+    else:
+        be = make_backend(config.backend, spec, seed=config.seed, kube=KubeOptions(**config.backend_options)
+                          if config.backend_options else None)
+        config = dataclasses.replace(config, cluster=cluster_name or "")
+    _run_experiment(config, be, wl, tuner, out, resume=args.resume is not None)
+
+
+def _run_experiment(config: Any, be: Any, wl: Any, tuner: Any, out: Path, *, resume: bool) -> None:
+    """The tuning loop with its progress bar and per-step lines, then the summary table."""
+    from agent.loop.experiment import Experiment
+    from agent.loop.report import label_legend
+
+    console.print(f"[bold]scoretune tune[/]: {config.method} on [bold]{config.backend}[/], cluster {config.cluster or '(live)'}, "
+                  f"workload {wl.name} ({len(wl)} requests, {wl.duration_s:.0f} s), {config.steps} steps -> {out}")
+    console.print("[dim]profiles: " + "\n".join(label_legend(70)) + "[/]")
+    progress = progress_bar()
+    task = progress.add_task("step 0", total=config.steps + 1)
+
+    def on_start(step: int, setting: Any) -> None:
+        what = f"step {step}" if step <= config.steps else f"confirmation {step - config.steps}/{config.confirm}"
+        progress.update(task, description=what)
+
+    def on_step(record: Any, records: list[Any]) -> None:
+        progress.console.print(step_lines(record, records))
+        progress.update(task, completed=len(records))
+
+    try:
+        with progress:
+            if resume:
+                from agent.loop.log import read_log
+
+                progress.update(task, completed=len(read_log(out)))
+            summary = Experiment(config, be, wl, tuner, out, on_start=on_start, on_step=on_step).run(resume=resume)
+    finally:
+        be.close()
+    print_summary(summary, out)
+
+
+tune_command = dataclass_command(
+    TuneArgs, _tune, "Run one live tuning experiment: each step applies a profile, runs the workload, logs the result.",
+    context=True,
+)
+
+

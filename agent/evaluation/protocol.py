@@ -1,0 +1,360 @@
+"""``scoretune evaluate``: every method on every scenario at the same budget, judged by what it applies.
+
+One protocol, with the measurement noise as its parameter. Per scenario, seed ``i``, budget ``B``
+and method:
+
+1. the tuner measures the reference and ``B`` more runs (:func:`agent.evaluation.runner.run_experiment`,
+   the loop the live experiment runs);
+2. it names the profile it would apply (:func:`agent.tuners.applied.applied_setting`);
+3. the evaluation, apart from the tuner, computes that profile's **true** metric.
+
+How a run is measured and what the truth is are the two sides of the noise:
+
+- **noise-free** (no noise model; one truth seed): every run of an experiment is the scenario on
+  the simulator with the seed ``i`` (or ``--sim-seed``), memoised by profile, and the truth of a
+  profile is that very measurement. A measured value is exact, so every run any method made
+  bounds the oracle, and the truth is defined per (scenario, seed).
+- **noisy** (a noise model, ``truth_seeds >= 2``; agent.objectives.noise): every run draws a fresh
+  simulator seed and a calibrated measurement error (common random numbers: the same stream for
+  every method at a seed and budget), and the truth of a profile is its mean over truth seeds no
+  measurement draws, defined per scenario. Only applied profiles' truths bound the oracle.
+
+The oracle is the best truth among the top profiles of a 500-run TPE search (on the seed-``i``
+objective when noise-free, on simulator seed 0 when noisy) and every truth the rule above admits.
+Scores (agent.evaluation.scoring): improvement over the default weights, over the best baseline,
+and the share of the default→oracle gap closed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from agent.actions import ActionCodec, WeightSetting
+from agent.errors import AgentError
+from agent.evaluation.runner import oracle_runs, oracle_top, run_experiment
+from agent.evaluation.scoring import score
+from agent.evaluation.tables import make_out_dir, read_oracle_cache, read_results, write_tables
+from agent.objectives.protocol import Objective
+from agent.provenance import provenance
+from agent.tuners.applied import applied_setting, measured
+from agent.tuners.factory import is_method, make_tuner
+from functions.atomic import write_atomic
+
+log = logging.getLogger(__name__)
+
+ObjectiveFactory = Callable[[str, int, str], Objective]
+NOISY_BUDGETS = (1, 2, 3, 5, 10, 20)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How runs are measured and judged: ``noise`` is a noise model's dict
+    (:class:`testbed.local.noise.NoiseModel`), None for the noise-free protocol."""
+
+    steps: int = 10
+    """The headline budget T (runs after the reference)."""
+    budgets: tuple[int, ...] = ()
+    """More budgets, each its own experiment (noisy); noise-free reads them off the T-run curve."""
+    noise: Mapping[str, float] | None = None
+    truth_seeds: int = 1
+    oracle_runs: int = 500
+    metric: str = "mean"
+    sim_seed: int | None = None
+    """Noise-free: the simulator's seed of every objective (None: the seed ``i``)."""
+
+    @property
+    def exact(self) -> bool:
+        """A measurement is the truth: no noise model and one truth seed (the measurement's own)."""
+        return self.noise is None
+
+    def all_budgets(self) -> tuple[int, ...]:
+        return (self.steps,) if self.exact else tuple(sorted(set(self.budgets) | {self.steps}))
+
+    def check(self) -> None:
+        if self.steps < 1:
+            raise AgentError(f"evaluate: steps must be >= 1, got {self.steps}")
+        if self.oracle_runs < 0:
+            raise AgentError(f"evaluate: oracle_runs must be >= 0, got {self.oracle_runs}")
+        if min(self.all_budgets()) < 1:
+            raise AgentError(f"budgets must be >= 1, got {min(self.all_budgets())}")
+        if self.exact and self.truth_seeds != 1:
+            raise AgentError("the noise-free protocol's truth is the measurement itself: one truth seed")
+        if not self.exact and self.truth_seeds < 2:
+            raise AgentError(f"--truth-seeds must be >= 2, got {self.truth_seeds}")
+        if not self.exact and self.sim_seed is not None:
+            raise AgentError("--sim-seed fixes the simulator's seed, which the noisy protocol draws afresh for every run")
+        from agent.metrics import METRICS
+
+        if self.metric not in METRICS:
+            raise AgentError(f"unknown metric {self.metric!r}; valid: {list(METRICS)}")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One scenario and its seeds (noise-free: one seed, since each seed is its own objective)."""
+
+    scenario: str
+    seeds: tuple[int, ...]
+    methods: tuple[str, ...]
+    policies: Mapping[str, str]
+    protocol: Protocol
+    oracle_known: Any = None
+    """The oracle from an earlier evaluation's cache: a latency (noise-free) or profiles' actions."""
+
+
+@dataclass
+class World:
+    """What one task's experiments measure and are judged by."""
+
+    measurement: Callable[[int, int], Objective]
+    """``(seed, budget)`` → the objective a tuner measures."""
+    truth: Callable[[WeightSetting], float]
+    oracle: float
+    oracle_cache: Any
+    context: Mapping[str, float] = field(default_factory=dict)
+    noise: Mapping[str, float] = field(default_factory=lambda: {"noise_cv": 0.0, "lab_cv": 0.0, "seed_cv": 0.0})
+
+
+def _objective_seed(task: Task, seed: int) -> int:
+    return seed if task.protocol.sim_seed is None else task.protocol.sim_seed
+
+
+def _exact_world(task: Task, seed: int, factory: ObjectiveFactory, codec: ActionCodec) -> World:
+    p = task.protocol
+    objective = factory(task.scenario, _objective_seed(task, seed), p.metric)
+    if task.oracle_known is not None:
+        oracle = float(task.oracle_known)
+    elif p.oracle_runs > 0:
+        oracle = min(oracle_runs(objective, codec, p.oracle_runs, _objective_seed(task, seed))[1])
+    else:
+        oracle = math.inf
+    return World(lambda s, b: objective, objective, oracle, oracle, dict(objective.context()))
+
+
+def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> World:
+    from agent.objectives.noise import NoisyObjective, Truth, extra_cv
+    from agent.objectives.sim import workload_context
+    from testbed.local.noise import NoiseModel
+
+    p = task.protocol
+    base = factory(task.scenario, 0, p.metric)
+    truth = Truth(base.cluster, base.workload, metric=p.metric, seeds=p.truth_seeds)
+    seed_cv = truth.seed_cv(codec.reference())
+    lab_cv = NoiseModel.from_dict(p.noise, metric=p.metric).cv(float(len(base.workload)), float(base.workload.duration_s))
+    noise_cv = extra_cv(lab_cv, seed_cv)
+    if task.oracle_known is not None:
+        top = [codec.decode(np.asarray(a, dtype=np.float32)) for a in task.oracle_known]
+    else:
+        top = oracle_top(base, codec, p.oracle_runs) if p.oracle_runs > 0 else []
+    oracle = min((truth(s) for s in top), default=math.inf)
+    context = workload_context(base.cluster, base.workload)
+
+    def measurement(seed: int, budget: int) -> Objective:
+        return NoisyObjective(base.cluster, base.workload, noise_cv=noise_cv, rng_seed=seed * 1009 + budget,
+                              metric=p.metric, name=f"{task.scenario}~noisy", context=context)
+
+    return World(measurement, truth, oracle, [codec.encode(s).tolist() for s in top], context,
+                 {"noise_cv": noise_cv, "lab_cv": lab_cv, "seed_cv": seed_cv})
+
+
+def _worlds(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> Iterator[tuple[tuple[int, ...], World]]:
+    if task.protocol.exact:
+        for seed in task.seeds:
+            yield (seed,), _exact_world(task, seed, factory, codec)
+    else:
+        yield task.seeds, _noisy_world(task, factory, codec)
+
+
+def run_task(task: Task, factory: ObjectiveFactory | None = None) -> dict[str, Any]:
+    """Every method, seed and budget of one task: ``{"scenario", "rows", "oracle"}``."""
+    if factory is None:
+        from agent.objectives.sim import scenario_objective
+
+        factory = scenario_objective
+    codec = ActionCodec()
+    reference = codec.reference()
+    rows: list[dict[str, Any]] = []
+    oracles: dict[int, Any] = {}
+    for seeds, world in _worlds(task, factory, codec):
+        t_ref = world.truth(reference)
+        for seed in seeds:
+            oracles[seed] = world.oracle_cache
+            for budget in task.protocol.all_budgets():
+                for method in task.methods:
+                    tuner = make_tuner(method, codec, seed=seed, policies=task.policies, steps=budget,
+                                       context=world.context)
+                    objective = world.measurement(seed, budget)
+                    settings, values = run_experiment(tuner, objective, budget, getattr(tuner, "codec", codec))
+                    applied = applied_setting(tuner, settings, values)
+                    table = measured(settings, values)
+                    m_ref, m_app = table[reference.label()][1], table[applied.label()][1]
+                    rows.append({
+                        "scenario": task.scenario, "seed": seed, "budget": budget, "method": method,
+                        "metrics": values if task.protocol.exact else [round(v, 6) for v in values],
+                        "applied": applied.label(), "true_reference": t_ref, "true_applied": world.truth(applied),
+                        "claimed_pct": 100.0 * (m_ref - m_app) / m_ref, **world.noise,
+                        "truth_seeds": task.protocol.truth_seeds, "oracle_search": world.oracle,
+                    })
+    log.info("evaluated %s (%d seed(s))", task.scenario, len(task.seeds))
+    return {"scenario": task.scenario, "rows": rows, "oracle": oracles}
+
+
+def _oracle_key(p: Protocol, scenario: str, objective_seed: int) -> str:
+    if p.exact:
+        return f"{scenario}@{objective_seed}:{p.oracle_runs}:{p.metric}"
+    return f"{scenario}:{p.oracle_runs}:{p.metric}"
+
+
+def oracle_cache_path(out_dir: Path, p: Protocol) -> Path:
+    """``oracle.json`` (noise-free: the search's best latency) or ``oracle-profiles.json`` (noisy:
+    the actions of its top profiles, whose truth is recomputed)."""
+    return out_dir / ("oracle.json" if p.exact else "oracle-profiles.json")
+
+
+def evaluate(
+    scenarios: Sequence[str],
+    *,
+    seeds: int,
+    out_dir: Path,
+    protocol: Protocol = Protocol(),
+    methods: Sequence[str] = (),
+    policies: Mapping[str, str] | None = None,
+    jobs: int = 1,
+    seed_offset: int = 0,
+    objective_factory: ObjectiveFactory | None = None,
+    config: Mapping[str, Any] | None = None,
+    on_done: Callable[[str, int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Run the protocol and write ``results.csv``, ``table.md/csv``, ``budget.md/csv``, the plots
+    (noise-free) and ``evaluation.json`` to ``out_dir``; returns the headline table. Without methods
+    (``--oracle-only``) it only fills the oracle cache."""
+    p = protocol
+    policies = dict(policies or {})
+    all_methods = tuple(methods) + tuple(m for m in policies if m not in methods)
+    if not scenarios:
+        raise AgentError("evaluate: no scenarios to evaluate")
+    if seeds < 1:
+        raise AgentError(f"evaluate: seeds must be >= 1, got {seeds}")
+    p.check()
+    for m in all_methods:
+        if not is_method(m, policies):
+            raise AgentError(f"method {m!r}: not a baseline nor a policy given with --policy or --ablation")
+    if not all_methods and not p.exact:
+        raise AgentError("evaluate: no methods to evaluate")
+    if p.oracle_runs and p.oracle_runs < 500:
+        log.warning("oracle_runs=%d: an oracle below 500 runs may be beaten by a tuner", p.oracle_runs)
+    make_out_dir(out_dir)
+    cache_path = oracle_cache_path(out_dir, p)
+    cache = read_oracle_cache(cache_path)
+    seed_list = tuple(range(seed_offset, seed_offset + seeds))
+
+    def task(s: str, seeds_: tuple[int, ...], methods_: tuple[str, ...]) -> Task:
+        key = _oracle_key(p, s, _objective_seed(Task(s, (), (), {}, p), seeds_[0]) if p.exact else 0)
+        return Task(s, seeds_, methods_, policies, p, cache.get(key))
+
+    def run_all(tasks: list[Task]) -> list[dict[str, Any]]:
+        results: list[dict[str, Any]] = []
+
+        def done(result: dict[str, Any]) -> None:
+            results.append(result)
+            for seed, value in result["oracle"].items():
+                if p.oracle_runs > 0:
+                    cache[_oracle_key(p, result["scenario"], seed if p.sim_seed is None else p.sim_seed)] = value
+            if on_done is not None:
+                on_done(result["scenario"], len(results), len(tasks))
+
+        if jobs > 1 and objective_factory is None and len(tasks) > 1:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                for result in pool.map(run_task, tasks):
+                    done(result)
+        else:
+            for t in tasks:
+                done(run_task(t, objective_factory))
+        if p.oracle_runs > 0:
+            write_atomic(cache_path, json.dumps(cache, indent=1 if not p.exact else 2, sort_keys=True) + "\n")
+        return results
+
+    if p.exact and p.sim_seed is not None and p.oracle_runs > 0:
+        # one objective per scenario: search for its oracle once, before the methods
+        run_all([task(s, (seed_list[0],), ()) for s in scenarios if task(s, (seed_list[0],), ()).oracle_known is None])
+    if not all_methods:
+        if p.sim_seed is None:
+            run_all([task(s, (seed,), ()) for s in scenarios for seed in seed_list])
+        log.info("oracle only: %d values cached in %s", len(cache), cache_path)
+        return pd.DataFrame()
+    if p.exact:
+        tasks = [task(s, (seed,), all_methods) for s in scenarios for seed in seed_list]
+    else:
+        tasks = [task(s, seed_list, all_methods) for s in scenarios]
+    log.info("%s protocol: %d scenarios x %d seeds x %d budgets x %d methods, %d worker(s)",
+             "noise-free" if p.exact else "noisy", len(scenarios), len(seed_list), len(p.all_budgets()),
+             len(all_methods), jobs)
+    results = run_all(tasks)
+    frame = score([row for r in results for row in r["rows"]], p.steps)
+    table = write_tables(frame, out_dir, p.steps)
+    meta: dict[str, Any] = {
+        "protocol": "noise-free" if p.exact else "noisy", "scenarios": list(scenarios), "seeds": seeds,
+        "seed_offset": seed_offset, "methods": list(all_methods), "policies": policies, "steps": p.steps,
+        "oracle_runs": p.oracle_runs, "metric": p.metric, "best_baseline": frame.attrs.get("best_baseline"),
+        "config": dict(config or {}), "provenance": provenance(),
+    }
+    if p.exact:
+        meta["sim_seed"] = p.sim_seed
+    else:
+        noise_rows = frame.groupby("scenario")[["lab_cv", "seed_cv", "noise_cv"]].first().reset_index()
+        meta.update(budgets=list(p.all_budgets()), truth_seeds=p.truth_seeds, noise_model=dict(p.noise or {}),
+                    noise_per_scenario=noise_rows.to_dict("records"))
+    write_atomic(out_dir / "evaluation.json", json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    return table
+
+
+def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None = None, *, steps: int | None = None
+            ) -> pd.DataFrame:
+    """One table from several evaluations of either protocol (a split evaluated in parts, or new
+    methods on scenarios the others already ran on), rescored together: the oracle of a truth cell
+    becomes the best of every search and every admissible truth in any of them, and the best
+    baseline is chosen over the union. ``methods`` keeps only those (the oracle still counts every
+    run); a kept method must cover the same cells as the others. ``steps``: the headline budget
+    (default: the largest budget every method ran)."""
+    if not dirs:
+        raise AgentError("combine: no evaluation directories given")
+    rows = pd.concat([read_results(Path(d)) for d in dirs], ignore_index=True)
+    if rows["truth_seeds"].eq(1).nunique() > 1:
+        raise AgentError("combine: the directories mix the noise-free and the noisy protocol")
+    dup = rows.duplicated(["scenario", "seed", "budget", "method"])
+    if dup.any():
+        r = rows[dup].iloc[0]
+        raise AgentError(f"method {r['method']!r} ran twice on ({r['scenario']}, seed {r['seed']}, budget "
+                         f"{r['budget']}); combine disjoint runs")
+    cell = ["scenario", "seed"] if bool(rows["truth_seeds"].eq(1).all()) else ["scenario"]
+    rows["oracle_search"] = rows.groupby(cell)["oracle_search"].transform("min")
+    if methods:
+        unknown = [m for m in methods if m not in set(rows["method"])]
+        if unknown:
+            raise AgentError(f"method {unknown[0]!r} is in none of {[str(d) for d in dirs]}")
+    headline = steps if steps is not None else int(rows.groupby("method")["budget"].max().min())
+    frame = score(rows.to_dict("records"), headline, keep=list(methods) if methods else None)
+    cells = {m: set(zip(g["scenario"], g["seed"], g["budget"], strict=True)) for m, g in frame.groupby("method")}
+    union = set().union(*cells.values())
+    partial = sorted(m for m, c in cells.items() if c != union)
+    if partial:
+        raise AgentError(f"method {partial[0]!r} lacks {len(union - cells[partial[0]])} of the {len(union)} "
+                         "(scenario, seed) cells the others cover (select methods with --methods)")
+    make_out_dir(out_dir)
+    table = write_tables(frame, out_dir, headline)
+    meta = {"protocol": "noise-free" if frame.attrs["exact"] else "noisy", "combined": [str(d) for d in dirs],
+            "steps": headline, "scenarios": sorted(frame["scenario"].unique().tolist()),
+            "methods": list(dict.fromkeys(frame["method"])), "best_baseline": frame.attrs.get("best_baseline"),
+            "provenance": provenance()}
+    write_atomic(out_dir / "evaluation.json", json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    return table

@@ -1,0 +1,379 @@
+"""The live tuning experiment: ``T`` steps on any Backend, logged step by step, resumable.
+
+Each step applies a profile, replays the workload and measures latency; the tuner is driven by
+:func:`agent.tuners.drive.drive`, the loop the in-memory evaluation runs too. Resume
+(``resume=True``) reads ``config.json`` and the log, hands the logged steps to the loop as told
+(one ``suggest`` and one ``tell`` each, so the tuner's state is rebuilt exactly), and continues
+with the first step that is not in the log; a step interrupted half-way is rerun from scratch. No
+finished step is repeated and none is lost.
+
+Noise: each step runs its profile ``repeats`` times. With ``repeats > 1`` every candidate run is
+paired with a reference run made right before it (same seed), and the step's improvement is a
+paired Student-t interval (agent.stats). A run whose load generator was unhealthy (dispatch lag
+beyond a bound, or a failed run) is void: it is rerun, up to ``max_reruns`` times, and never
+scored.
+
+The profile applied at the end is the tuner's own choice (:func:`agent.tuners.applied.applied_setting`,
+the rule the evaluation scores: the lowest mean measurement, or the tuner's recommendation),
+applied only when it beats the reference beyond the noise: with ``confirm = N`` (``make tune``
+uses 3) a candidate measured unreplicated is rerun N times, each paired with a reference run on
+a fresh seed, and only a significant paired improvement counts (``confirmation.json``); otherwise
+the reference is applied. An experiment that stops early (any exception, SIGINT, SIGTERM)
+re-applies the reference, or the applied profile once ``finish`` applied it, on every backend
+(:func:`testbed.backend.restoring`) and records what it did in ``restore.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.actions import ActionCodec, WeightSetting
+from agent.errors import AgentError, ExperimentLogError
+from agent.formatting import format_ci
+from agent.loop.config import (
+    BEST_CONFIG_NAME,
+    CONFIG_NAME,
+    DETERMINISTIC_BACKENDS,
+    LOG_NAME,
+    RESTORE_NAME,
+    ExperimentConfig,
+    resume_conflicts,
+)
+from agent.loop.log import StepRecord, append_record, read_log, repair_log
+from agent.loop.report import plot_tuning_curve, summary_markdown
+from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_requests
+from agent.provenance import provenance
+from agent.rl.rewards import percent_improvement, reward
+from agent.stats import IMPROVEMENT, paired_improvement, run_health, verdict, welch_improvement
+from agent.tuners.applied import applied_setting, measured
+from agent.tuners.drive import drive
+from agent.tuners.protocol import Tuner
+from functions.atomic import write_atomic
+
+log = logging.getLogger(__name__)
+
+
+def _timeout_s(summary: dict[str, Any]) -> float:
+    """The client timeout failed requests count at: the replay's, else the default (30 s)."""
+    replay = summary.get("backend_replay") or {}
+    return float(replay.get("timeout_s") or summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
+
+
+StepCallback = Callable[[StepRecord, list[StepRecord]], None]
+StartCallback = Callable[[int, WeightSetting], None]
+
+
+class Experiment:
+    """Runs (or resumes) one tuning experiment on ``backend``."""
+
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        backend: Any,
+        workload: Any,
+        tuner: Tuner,
+        out_dir: Path,
+        *,
+        on_start: StartCallback | None = None,
+        on_step: StepCallback | None = None,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.workload = workload
+        self.tuner = tuner
+        self.codec: ActionCodec = getattr(tuner, "codec", None) or ActionCodec()
+        self.out_dir = Path(out_dir)
+        self.on_start = on_start
+        self.on_step = on_step
+        self.records: list[StepRecord] = []
+        self._applied: Any = None
+        """The profile ``finish`` applied (the fallback of an abort after it), else None."""
+
+    # -- setup and resume ---------------------------------------------------------------------------
+    def _prepare(self, resume: bool) -> None:
+        cfg_path = self.out_dir / CONFIG_NAME
+        if resume:
+            saved = ExperimentConfig.load(self.out_dir)
+            self.records = repair_log(self.out_dir)
+            conflicts = resume_conflicts(saved, self.config, recorded_steps=len(self.records) - 1)
+            if conflicts:
+                name, was, now = conflicts[0]
+                raise ExperimentLogError(
+                    f"the experiment was run with {name} = {was!r}; it cannot be resumed with {now!r}",
+                    file=cfg_path, field=name,
+                )
+            if saved != self.config:  # only what may change (more steps, rerun budget, kube address)
+                data = json.loads(cfg_path.read_text(encoding="utf-8"))
+                data.update({k: v for k, v in self.config.to_dict().items() if k != "provenance"})
+                write_atomic(cfg_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+            log.info("resuming %s after %d finished step(s)", self.out_dir, len(self.records))
+        else:
+            if self.out_dir.exists() and not self.out_dir.is_dir():
+                raise AgentError(f"{self.out_dir}: not a directory (--out names the experiment directory)")
+            if (self.out_dir / LOG_NAME).exists() and read_log(self.out_dir):
+                raise AgentError(f"{self.out_dir} already holds an experiment; use --resume or another --out")
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            data = self.config.to_dict()
+            data["provenance"] = provenance()
+            write_atomic(cfg_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    # -- one measured run ---------------------------------------------------------------------------
+    def _measure(self, setting: WeightSetting, run_dir: Path, seed: int) -> tuple[float, list[dict[str, str]]]:
+        profile = setting.to_profile()
+        voided: list[dict[str, str]] = []
+        for attempt in range(self.config.max_reruns + 1):
+            if run_dir.exists():
+                shutil.rmtree(run_dir)
+            self.backend.reset()
+            self.backend.apply(profile)
+            # A ScoretuneError from the backend (a profile or cluster it cannot run: ConfigError,
+            # InfeasibleClusterError) is the input's fault, not the load generator's: it propagates
+            # at once and is never voided and rerun.
+            result = self.backend.run(self.workload, run_dir, seed=seed)
+            reason = run_health(result.summary, self.config.health)
+            if reason is None:
+                return metric_from_requests(result.requests, self.config.metric, _timeout_s(result.summary)), voided
+            if self.config.backend in DETERMINISTIC_BACKENDS:
+                # the simulator has no load generator to be unhealthy: the same inputs would fail
+                # the same way on every rerun, so say what is wrong instead of retrying
+                raise AgentError(
+                    f"{run_dir}: the {self.config.backend} run cannot be scored ({reason}); it is deterministic, "
+                    f"so a rerun would fail the same way: check the cluster ({self.config.cluster or 'none'}) "
+                    f"and the workload ({self.config.workload})"
+                )
+            void_dir = run_dir.with_name(f"{run_dir.name}.void-{attempt + 1}")
+            if void_dir.exists():
+                shutil.rmtree(void_dir)
+            run_dir.rename(void_dir)
+            voided.append({"run_dir": str(void_dir.relative_to(self.out_dir)), "reason": reason})
+            log.warning("void run %s (%s); rerunning", void_dir, reason)
+        raise AgentError(
+            f"{run_dir}: {self.config.max_reruns + 1} runs in a row were void (last: {voided[-1]['reason']}); "
+            "the load generator or the lab is unhealthy"
+        )
+
+    def _run_step(self, step: int, action: np.ndarray) -> StepRecord:
+        setting = self.codec.decode(action)
+        step_dir = self.out_dir / "runs" / f"step-{step:03d}"
+        if step_dir.exists():  # an interrupted attempt at this step: start it over
+            shutil.rmtree(step_dir)
+        if self.on_start:
+            self.on_start(step, setting)
+        samples: list[float] = []
+        ref_samples: list[float] = []
+        run_dirs: list[str] = []
+        voided: list[dict[str, str]] = []
+        paired = step > 0 and self.config.repeats > 1
+        for r in range(self.config.repeats):
+            seed = self.config.seed + r
+            if paired:
+                m, v = self._measure(self.codec.reference(), step_dir / f"ref-{r}", seed)
+                ref_samples.append(m)
+                voided += v
+                run_dirs.append(str((step_dir / f"ref-{r}").relative_to(self.out_dir)))
+            m, v = self._measure(setting, step_dir / f"cand-{r}", seed)
+            samples.append(m)
+            voided += v
+            run_dirs.append(str((step_dir / f"cand-{r}").relative_to(self.out_dir)))
+        if step == 0:
+            ref_samples = list(samples)
+        elif not paired:
+            ref_samples = list(self.records[0].samples)
+        metric = float(np.mean(samples))
+        if paired or step == 0:
+            interval = paired_improvement(ref_samples, samples)
+        else:  # unpaired: the step's runs against the step-0 reference runs
+            interval = welch_improvement(ref_samples, samples)
+        deterministic = self.config.backend in DETERMINISTIC_BACKENDS
+        history = [rec.metric for rec in self.records]
+        return StepRecord(
+            step=step,
+            action=[float(x) for x in np.asarray(action, dtype=np.float64)],
+            setting=setting.to_dict(),
+            label=setting.label(),
+            metric=metric,
+            samples=samples,
+            reference_samples=ref_samples,
+            improvement_pct=percent_improvement(float(np.mean(ref_samples)), metric),
+            ci_low=interval.low,
+            ci_high=interval.high,
+            verdict="reference" if step == 0 else verdict(interval, deterministic=deterministic),
+            reward=None if step == 0 else reward(self.config.reward, history, metric),
+            run_dirs=run_dirs,
+            voided=voided,
+            finished_at=time.time(),
+        )
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self, *, resume: bool = False) -> dict[str, Any]:
+        from testbed.backend import restoring
+
+        self._prepare(resume)
+        with restoring(self.backend, self._fallback, on_restore=self._record_restore):
+            return self._loop()
+
+    def _fallback(self) -> Any:
+        return self._applied if self._applied is not None else self.codec.reference().to_profile()
+
+    def _record_restore(self, record: dict[str, Any]) -> None:
+        """Say, in the experiment directory and on the log, what an aborted experiment left behind."""
+        record = {**record, "at": time.time(), "steps_recorded": len(self.records)}
+        try:
+            write_atomic(self.out_dir / RESTORE_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        except OSError as err:
+            log.error("cannot write %s: %s", self.out_dir / RESTORE_NAME, err)
+        how = "restored" if record.get("restored") else "could NOT restore"
+        log.warning("experiment stopped (%s): %s the %s profile; %s", record.get("why"), how,
+                    "applied" if self._applied is not None else "reference", record.get("state"))
+
+    def _loop(self) -> dict[str, Any]:
+        def measure(step: int, action: np.ndarray) -> float:
+            record = self._run_step(step, np.asarray(action, dtype=np.float32))
+            append_record(self.out_dir, record)
+            self.records.append(record)
+            log.debug("step %d/%d: %s -> %.4f s (%+.2f %%)", step, self.config.steps, record.label, record.metric,
+                      record.improvement_pct)
+            if self.on_step:
+                self.on_step(record, self.records)
+            return record.metric
+
+        drive(self.tuner, self.codec, self.config.steps, measure,
+              told=[(rec.action, rec.metric) for rec in self.records])
+        return self.finish()
+
+    def _confirm(self, best: StepRecord) -> dict[str, Any]:
+        """Rerun the best profile ``confirm`` times, each right after a reference run with the same
+        seed, and judge the paired improvement (kept in ``confirmation.json``; a finished
+        confirmation is reused on resume, an interrupted one is redone)."""
+        path = self.out_dir / "confirmation.json"
+        if path.exists():
+            try:
+                saved = json.loads(path.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                saved = None  # written atomically, so only a hand-edited file; redo it
+            if (isinstance(saved, dict) and saved.get("best_step") == best.step
+                    and len(saved.get("samples", [])) == self.config.confirm):
+                return saved
+        setting = _setting(best.setting)
+        confirm_dir = self.out_dir / "runs" / "confirm"
+        if confirm_dir.exists():
+            shutil.rmtree(confirm_dir)
+        refs: list[float] = []
+        cands: list[float] = []
+        voided: list[dict[str, str]] = []
+        for r in range(self.config.confirm):
+            seed = self.config.seed + 1000 + r  # fresh seeds: not the ones the search was scored on
+            if self.on_start:
+                self.on_start(self.config.steps + 1 + r, setting)
+            m, v = self._measure(self.codec.reference(), confirm_dir / f"ref-{r}", seed)
+            refs.append(m)
+            voided += v
+            m, v = self._measure(setting, confirm_dir / f"cand-{r}", seed)
+            cands.append(m)
+            voided += v
+        interval = paired_improvement(refs, cands)
+        result = {
+            "best_step": best.step,
+            "reference_samples": refs,
+            "samples": cands,
+            "improvement_pct": interval.mean,
+            "ci_low": interval.low,
+            "ci_high": interval.high,
+            "verdict": verdict(interval),
+            "voided": voided,
+        }
+        write_atomic(path, json.dumps(result, indent=2, sort_keys=True) + "\n")
+        log.info("confirmation of step %d: %s -> %s", best.step, format_ci(interval.mean, interval.low, interval.high, unit=" %"),
+                 result["verdict"])
+        return result
+
+    def _candidate(self) -> tuple[StepRecord, float]:
+        """The profile the tuner would apply (the evaluation's rule) as its best logged step, and
+        the mean of its measurements (the figure the rule chose it by)."""
+        settings = [_setting(r.setting) for r in self.records]
+        metrics = [r.metric for r in self.records]
+        chosen = applied_setting(self.tuner, settings, metrics).label()
+        mean = measured(settings, metrics)[chosen][1]
+        best = min((r for r, s in zip(self.records, settings, strict=True) if s.label() == chosen),
+                   key=lambda r: (r.metric, r.step))
+        return best, mean
+
+    def finish(self) -> dict[str, Any]:
+        """Apply and export the best profile; write summary.json, summary.md, tuning-curve.png."""
+        from testbed.scheduler.config import config_for_profile, dump_config_yaml
+
+        records = self.records
+        if len(records) < self.config.steps + 1:
+            raise AgentError(f"the experiment has {len(records) - 1} of {self.config.steps} steps; resume it first")
+        ref = records[0]
+        best, best_metric = self._candidate()
+        deterministic = self.config.backend in DETERMINISTIC_BACKENDS
+        confirmation = None
+        if (self.config.confirm > 0 and not deterministic and best.step > 0 and best_metric < ref.metric
+                and best.verdict != IMPROVEMENT):
+            confirmation = self._confirm(best)
+        # Apply the best only when it beats the reference beyond the noise.
+        trusted = best.step > 0 and best_metric < ref.metric and (
+            best.verdict == IMPROVEMENT
+            or (confirmation is not None and confirmation["verdict"] == IMPROVEMENT)
+            or (self.config.repeats == 1 and deterministic)
+        )
+        applied = best if trusted else ref
+        applied_setting = _setting(applied.setting)
+        profile = applied_setting.to_profile()
+        self.backend.apply(profile)
+        self._applied = profile
+        write_atomic(self.out_dir / BEST_CONFIG_NAME, dump_config_yaml(config_for_profile(profile)))
+        if confirmation is not None:
+            call = confirmation["verdict"]
+        elif best.verdict == IMPROVEMENT or (deterministic and best.step > 0 and best_metric < ref.metric):
+            call = IMPROVEMENT
+        elif best.step == 0:
+            call = "no improvement found"
+        else:
+            call = best.verdict
+        summary = {
+            "method": self.config.method,
+            "backend": self.config.backend,
+            "cluster": self.config.cluster,
+            "workload": self.config.workload,
+            "steps": self.config.steps,
+            "repeats": self.config.repeats,
+            "metric": self.config.metric,
+            "reference_metric": ref.metric,
+            "best_metric": best_metric,
+            "improvement_pct": percent_improvement(ref.metric, best_metric),
+            "improvement_ci_pct": [confirmation["ci_low"], confirmation["ci_high"]] if confirmation
+            else [best.ci_low, best.ci_high],
+            "confirmation": confirmation,
+            "verdict": call,
+            "best_step": best.step,
+            "best_weights": best.setting["weights"],
+            "best_strategy": best.setting["strategy"],
+            "best_shape": best.setting["shape"],
+            "best_label": best.label,
+            "applied_step": applied.step,
+            "applied_label": applied.label,
+            "voided_runs": sum(len(r.voided) for r in records),
+            "metrics": [r.metric for r in records],
+        }
+        write_atomic(self.out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        write_atomic(self.out_dir / "summary.md", summary_markdown(summary, records))
+        plot_tuning_curve(records, self.out_dir / "tuning-curve.png", title=f"{self.config.method} on {self.config.backend}")
+        return summary
+
+
+def _setting(data: dict[str, Any]) -> WeightSetting:
+    return WeightSetting(
+        weights=data["weights"],
+        strategy=data["strategy"],
+        shape=tuple(tuple(p) for p in data["shape"]) if data["shape"] else None,
+    )

@@ -1,0 +1,115 @@
+"""What a finished experiment reports: ``summary.md``, ``tuning-curve.png``, and compact profile labels."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.actions import WeightSetting
+from agent.formatting import format_ci, md_cell
+from agent.loop.config import BEST_CONFIG_NAME
+from agent.loop.log import StepRecord
+from functions.atomic import write_atomic
+
+PLUGIN_ABBREVIATIONS = {
+    "TaintToleration": "TT",
+    "NodeAffinity": "NA",
+    "NodeResourcesFit": "NRF",
+    "PodTopologySpread": "PTS",
+    "InterPodAffinity": "IPA",
+    "NodeResourcesBalancedAllocation": "NRBA",
+    "ImageLocality": "IL",
+    "VolumeBinding": "VB",
+}
+"""Short names of the score plugins (their capitals) for labels that must fit an 80-column line."""
+STRATEGY_ABBREVIATIONS = {"LeastAllocated": "LA", "MostAllocated": "MA", "RequestedToCapacityRatio": "RTCR"}
+
+
+def _abbreviation(name: str, table: dict[str, str]) -> str:
+    return table.get(name) or "".join(c for c in name if c.isupper()) or name
+
+
+def compact_label(setting: dict[str, Any] | WeightSetting) -> str:
+    """A setting in a few dozen characters, e.g. ``TT=3 NA=2 NRF=1 PTS=2 IPA=2 NRBA=1 IL=off LA``:
+    plugin and strategy abbreviations (see :func:`label_legend`), spaces between weights so a
+    terminal wraps between them and never inside a name."""
+    data = setting.to_dict() if isinstance(setting, WeightSetting) else setting
+    parts = [f"{_abbreviation(p, PLUGIN_ABBREVIATIONS)}={'off' if w is None else w}" for p, w in data["weights"].items()]
+    strategy = _abbreviation(data["strategy"], STRATEGY_ABBREVIATIONS)
+    if data.get("shape"):
+        strategy += "[" + ",".join(f"{u}:{v}" for u, v in data["shape"]) + "]"
+    return " ".join([*parts, strategy])
+
+
+def label_legend(width: int = 78) -> list[str]:
+    """The abbreviations of :func:`compact_label`, as lines of at most ``width`` characters."""
+    from testbed.scheduler.config import SCORE_PLUGINS
+
+    items = [f"{_abbreviation(p, PLUGIN_ABBREVIATIONS)} {p}" for p in SCORE_PLUGINS]
+    items += [f"{a} {s}" for s, a in STRATEGY_ABBREVIATIONS.items()]
+    lines, line = [], ""
+    for item in items:
+        candidate = f"{line}, {item}" if line else item
+        if len(candidate) > width and line:
+            lines.append(line + ",")
+            line = item
+        else:
+            line = candidate
+    return [*lines, line] if line else lines
+
+
+def summary_markdown(summary: dict[str, Any], records: list[StepRecord]) -> str:
+    conf = summary.get("confirmation")
+    lines = [
+        f"# Tuning experiment: {summary['method']} on {summary['backend']}",
+        "",
+        f"- cluster: `{summary['cluster']}`, workload: `{summary['workload']}`, metric: {summary['metric']} latency",
+        f"- reference (default weights): {summary['reference_metric']:.4f} s; best: {summary['best_metric']:.4f} s "
+        f"at step {summary['best_step']} ({summary['improvement_pct']:+.2f} %, {summary['verdict']})",
+        f"- applied and exported: step {summary['applied_step']} (`{BEST_CONFIG_NAME}`)",
+        *([f"- confirmation ({len(conf['samples'])} paired reruns of step {conf['best_step']}): "
+           f"{format_ci(conf['improvement_pct'], conf['ci_low'], conf['ci_high'], unit=' %')} -> {conf['verdict']}"] if conf else []),
+        "",
+        "| step | profile | latency (s) | vs reference | 95 % CI | verdict |",
+        "|---:|---|---:|---:|---|---|",
+    ]
+    for r in records:
+        ci = "" if r.ci_low is None or r.ci_high is None else f"[{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
+        lines.append(f"| {r.step} | `{md_cell(r.label)}` | {r.metric:.4f} | {r.improvement_pct:+.2f} % | {ci} "
+                     f"| {md_cell(r.verdict)} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_tuning_curve(records: list[StepRecord], path: Path, *, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    steps = [r.step for r in records]
+    metrics = [r.metric for r in records]
+    best = np.minimum.accumulate(metrics)
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
+    ax.axhline(records[0].metric, color="grey", linestyle="--", label="reference (default weights)")
+    ax.plot(steps, metrics, "o", color="tab:blue", alpha=0.6, label="run")
+    ax.step(steps, best, where="post", color="tab:red", label="best so far")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole runs: no tick at 2.5
+    ax.set_xlabel("step")
+    ax.set_ylabel("latency (s)")
+    ax.set_title(title)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    save_figure_atomic(fig, path)
+    plt.close(fig)
+
+
+def save_figure_atomic(fig: Any, path: Path) -> None:
+    """``fig.savefig(path)`` through a temp file beside it (no half-written PNG after a kill)."""
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=path.suffix.lstrip(".") or "png")
+    write_atomic(path, buffer.getvalue())

@@ -1,0 +1,140 @@
+"""The one place a method name becomes a tuner (``scoretune tune``, ``evaluate``, ``lab-table``, bench).
+
+The grammar of a method name:
+
+- a baseline: ``default``, ``equal``, ``random``, ``tpe``, ``gp``, ``cmaes``, ``hill``, ``gp-noisy``;
+- a policy: ``policy`` (its mean action) or ``policy-sample`` (draws from its distribution) with a
+  policy file; in ``evaluate``, any name mapped to a policy file (``--ablation NAME=FILE``), where
+  ``NAME:sample`` draws with the spread of its JSON and ``NAME:sample-stdX`` with X times it;
+- any of them with ``+reeval`` or ``+reevalK``: the last runs of the budget re-measure the
+  incumbent (agent.tuners.noise).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from agent.actions import ActionCodec
+from agent.errors import AgentError
+from agent.tuners.noise import NoisyGP, Reeval, split_rule
+from agent.tuners.protocol import Tuner
+from agent.tuners.search import FixedTuner, HillClimber, OptunaTuner, RandomTuner
+
+BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill")
+METHODS = (*BASELINES, "policy", "policy-sample")
+"""What ``scoretune tune --method`` takes."""
+NOISY_BASELINES = (*BASELINES, "gp-noisy")
+"""Every baseline: ``gp-noisy`` applies its posterior-mean recommendation, which only the
+evaluation asks a tuner for (the live loop confirms by reruns)."""
+
+Method = StrEnum("Method", {m.upper().replace("-", "_"): m for m in METHODS})
+"""The tuning methods as choices (a typer option annotated ``Method`` lists them in ``--help``)."""
+
+_SAMPLE_SUFFIX = re.compile(r"sample(?:-std(?P<scale>\d+(?:\.\d+)?))?")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A policy method name of ``scoretune evaluate``, parsed once (the module's grammar)."""
+
+    name: str
+    sample: bool = False
+    std_scale: float | None = None
+    """None: the policy's own spread (its JSON's ``std_scale``); validated where it is used."""
+
+    @classmethod
+    def parse(cls, text: str) -> MethodSpec:
+        base, sep, suffix = text.rpartition(":")
+        match = _SAMPLE_SUFFIX.fullmatch(suffix) if sep else None
+        if match is None:
+            return cls(text)
+        scale = match.group("scale")
+        return cls(base, sample=True, std_scale=None if scale is None else float(scale))
+
+    @property
+    def kind(self) -> str:
+        """The tuner :func:`make_tuner` builds: ``policy`` (mean action) or ``policy-sample``."""
+        return "policy-sample" if self.sample else "policy"
+
+    def __str__(self) -> str:
+        if not self.sample:
+            return self.name
+        return f"{self.name}:sample" + ("" if self.std_scale is None else f"-std{self.std_scale:g}")
+
+
+def is_baseline(method: str) -> bool:
+    """A baseline, with or without a ``+reeval`` rule (a name with a malformed rule is not one)."""
+    try:
+        return split_rule(method)[0] in NOISY_BASELINES
+    except AgentError:
+        return False
+
+
+def is_method(method: str, policies: Mapping[str, str] | None = None) -> bool:
+    """A name :func:`make_tuner` can build from the baselines and ``policies`` (a malformed ``+`` rule
+    is an AgentError naming it)."""
+    if method in (policies or {}):
+        return True
+    base, _ = split_rule(method)  # a malformed rule is an error that says so
+    return base in NOISY_BASELINES
+
+
+def make_tuner(
+    method: str,
+    codec: ActionCodec,
+    *,
+    seed: int = 0,
+    policy: Path | None = None,
+    policies: Mapping[str, str] | None = None,
+    steps: int | None = None,
+    context: Mapping[str, float] | None = None,
+    std_scale: float | None = None,
+) -> Tuner:
+    """The tuner for ``method``. ``policy``: the file of ``policy`` / ``policy-sample``;
+    ``policies``: names mapped to policy files (evaluate's ablations); ``steps``: the budget (a
+    policy observes its progress through it, ``+reeval`` re-measures in its last runs); ``context``:
+    the scenario facts of a full-information policy; ``std_scale`` overrides a policy's spread."""
+    base, rule = split_rule(method)
+    if policies and method in policies:
+        spec = MethodSpec.parse(base)
+        tuner = _policy(spec.kind, Path(policies[method]), seed=seed, steps=steps, context=context,
+                        std_scale=spec.std_scale)
+    elif base in ("policy", "policy-sample"):
+        if policy is None:
+            raise AgentError(f"method {method!r} needs a policy file (--policy FILE)")
+        tuner = _policy(base, policy, seed=seed, steps=steps, context=context, std_scale=std_scale)
+    else:
+        tuner = _baseline(base, codec, seed)
+    if rule is not None:
+        if steps is None:
+            raise AgentError(f"method {method!r} needs the budget (steps) to know when to re-measure")
+        tuner = Reeval(tuner, codec, steps, rule)
+    return tuner
+
+
+def _baseline(method: str, codec: ActionCodec, seed: int) -> Tuner:
+    if method == "default":
+        return FixedTuner("default", codec, codec.reference())
+    if method == "equal":
+        return FixedTuner("equal", codec, codec.equal())
+    if method == "random":
+        return RandomTuner(codec, seed)
+    if method in ("tpe", "gp", "cmaes"):
+        return OptunaTuner(method, codec, seed)
+    if method == "gp-noisy":
+        return NoisyGP(codec, seed)
+    if method == "hill":
+        return HillClimber(codec, seed)
+    raise AgentError(f"unknown method {method!r}; valid: {list(METHODS)}")
+
+
+def _policy(kind: str, path: Path, *, seed: int, steps: int | None, context: Mapping[str, float] | None,
+            std_scale: float | None) -> Tuner:
+    from agent.tuners.policy import PolicyTuner
+
+    return PolicyTuner.from_file(path, steps=steps, context=context, deterministic=kind == "policy", seed=seed,
+                                 std_scale=std_scale)
