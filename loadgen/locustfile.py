@@ -20,8 +20,8 @@ process that owns them — the local runner, or the master — through these env
   starts the clock itself, and the master picks an epoch one second ahead when the test starts.
 
 In distributed mode the master ships the plan to every worker in a custom message when the test
-starts, and each worker sends its records back in another, so a worker needs nothing but this file
-and the master's address (``locust -f locustfile.py --worker --master-host H``) and may run on
+starts, and each worker sends its records back in another, so a worker needs nothing but the scoretune
+package (the locust_loadgen role installs it) and the master's address (``locust -f locustfile.py --worker --master-host H``) and may run on
 another machine (clocks synchronised, e.g. by NTP, since send times are absolute). Worker ``i``
 takes the requests with ``request_id % workers == i``.
 
@@ -49,6 +49,8 @@ from locust import User, events, task
 from locust.contrib.fasthttp import FastHttpSession
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
+
+from functions.atomic import write_atomic
 
 log = logging.getLogger("scoretune.locustfile")
 
@@ -179,10 +181,7 @@ def _on_request(request_type, name, response_time, response_length, response=Non
 
 
 def _write_records(index: int, records: dict[str, list]) -> None:
-    path = RECORDS_DIR / f"records-{index}.json"
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(records))
-    os.replace(tmp, path)
+    write_atomic(RECORDS_DIR / f"records-{index}.json", json.dumps(records))
 
 
 @events.init.add_listener

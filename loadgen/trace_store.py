@@ -17,15 +17,13 @@ the same pinned checksum.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import os
 import shutil
 import sys
 import tarfile
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -33,6 +31,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from functions.atomic import write_atomic_with
 from loadgen.errors import TraceError
 
 REGISTRY_FILE = Path(__file__).with_name("trace_registry.yaml")
@@ -299,21 +298,8 @@ class ResumableDownloader:
         return None
 
 
-@contextlib.contextmanager
-def _temp_beside(target: Path) -> Iterator[Path]:
-    """A temporary file in the target's directory, removed unless it was moved into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _unpack_member(archive: Path, f: TraceFile, target: Path) -> None:
-    with _temp_beside(target) as tmp:
+    def unpack(tmp: Path) -> None:
         try:
             with tarfile.open(archive, "r:*") as tar:
                 src = tar.extractfile(f.member or "")
@@ -329,7 +315,8 @@ def _unpack_member(archive: Path, f: TraceFile, target: Path) -> None:
         if got != f.stored_sha256:
             raise TraceError(f"checksum mismatch after unpacking {f.member}: sha256 {got}, expected "
                              f"{f.stored_sha256}; nothing was stored", file=f.path)
-        os.replace(tmp, target)
+
+    write_atomic_with(target, unpack)  # a failed check leaves no file, and no temporary
 
 
 def _download(f: TraceFile, dest: Path, root: Path, *, label: str, progress: bool | None) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from functions.atomic import write_atomic_with
 from loadgen.errors import InputError
 
 WORKLOAD_SCHEMA = pa.schema(
@@ -169,27 +169,16 @@ def atomic_write(
     path: str | Path, write: Callable[[Path], None], *, what: str = "file", example: str = "out.parquet"
 ) -> Path:
     """Call ``write(tmp)`` on a temporary file beside ``path`` and rename it over ``path`` only if
-    that succeeded; on any failure the temporary is removed and ``path`` is left as it was.
+    that succeeded (:func:`functions.atomic.write_atomic_with`); on any failure the temporary is
+    removed and ``path`` is left as it was.
 
     ``path`` naming a directory, or a parent that cannot be created, is an InputError naming it.
     """
     path = check_output_path(path, what=what, example=example)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as err:
-        raise InputError(f"cannot create the {what} here: {err.strerror or err}", file=path) from None
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
+        return write_atomic_with(path, write)
     except OSError as err:
         raise InputError(f"cannot write the {what}: {err.strerror or err}", file=path) from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
 
 
 def write_workload(workload: Workload, path: str | Path) -> Path:

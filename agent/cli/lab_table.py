@@ -25,6 +25,8 @@ def lab_table_command(
     confirm: int = typer.Option(3, min=1, max=100, help="Paired reruns confirming each experiment's best profile."),
     duration: float = typer.Option(20.0, min=5.0, max=3600.0, help="Seconds of the lab workload (6 requests/s)."),
     shipped: str = typer.Option("policy", help="The method compared with GP-BO in the last column."),
+    backend: str = typer.Option("local", help="local: the embedded lab; sim: a rehearsal of the same table on the "
+                                "simulator (minutes, not hours)."),
     report_only: bool = typer.Option(False, "--report-only", metavar="", help="Only build the table from finished "
                                      "experiments."),
 ) -> None:
@@ -32,6 +34,8 @@ def lab_table_command(
     and seed, each best profile confirmed by paired reruns (agent/lab_table.py)."""
     from agent.evaluation.lab_table import LabMethod, collect, run_experiments, write_report
 
+    if backend not in ("local", "sim"):
+        raise AgentError(f"--backend {backend!r}: the lab table runs on local (the embedded lab) or sim")
     names = [s for s in scenarios.split(",") if s]
     specs = [LabMethod.parse(m, SHIPPED_POLICY) for m in methods.split(",") if m and m != "default"]
     if not names or not specs:
@@ -40,7 +44,8 @@ def lab_table_command(
         raise AgentError(f"--shipped {shipped!r} is not one of --methods")
     seed_list = list(range(seeds))
     if not report_only:
-        run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, duration_s=duration)
+        run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, duration_s=duration,
+                        backend=backend)
     frame = collect(out, names, [m.name for m in specs], seed_list)
     config = {"scenarios": names, "methods": [m.__dict__ for m in specs], "seeds": seed_list, "steps": steps,
               "confirm": confirm, "duration_s": duration,

@@ -27,6 +27,8 @@ from typing import Any
 
 import psutil
 
+from functions.atomic import write_atomic
+
 log = logging.getLogger(__name__)
 
 STATE_ENV = "SCORETUNE_LAB_DIR"
@@ -40,13 +42,6 @@ def default_state_dir() -> Path:
     import tempfile
 
     return Path(tempfile.gettempdir()) / f"scoretune-lab-{os.getuid()}"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 @dataclass(frozen=True)
@@ -110,7 +105,7 @@ class LabState:
 
     # --- lab description ---
     def write_lab(self, info: dict[str, Any]) -> None:
-        _atomic_write(self.lab_file, json.dumps(info, indent=2, sort_keys=True, default=str) + "\n")
+        write_atomic(self.lab_file, json.dumps(info, indent=2, sort_keys=True, default=str) + "\n")
 
     def read_lab(self) -> dict[str, Any] | None:
         try:
@@ -123,7 +118,7 @@ class LabState:
         return self.procs_dir / f"{role}-{name}.json"
 
     def add_proc(self, rec: ProcRecord) -> None:
-        _atomic_write(self._proc_path(rec.role, rec.name), json.dumps(asdict(rec)) + "\n")
+        write_atomic(self._proc_path(rec.role, rec.name), json.dumps(asdict(rec)) + "\n")
 
     def remove_proc(self, role: str, name: str) -> None:
         self._proc_path(role, name).unlink(missing_ok=True)
@@ -146,7 +141,7 @@ class LabState:
 
     # --- ports ---
     def write_port(self, name: str, port: int) -> None:
-        _atomic_write(self.ports_dir / f"{name}.port", f"{port}\n")
+        write_atomic(self.ports_dir / f"{name}.port", f"{port}\n")
 
     def read_port(self, name: str) -> int | None:
         try:
@@ -171,7 +166,7 @@ class LabState:
         """Remember a created cgroup. Several processes add entries; each writes its own file."""
         d = self.root / "cgroups"
         d.mkdir(parents=True, exist_ok=True)
-        _atomic_write(d / f"{abs(hash(path))}.json", json.dumps({"path": path}) + "\n")
+        write_atomic(d / f"{abs(hash(path))}.json", json.dumps({"path": path}) + "\n")
 
     def cgroups(self) -> list[str]:
         d = self.root / "cgroups"

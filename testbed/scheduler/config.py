@@ -28,9 +28,7 @@ from __future__ import annotations
 import copy
 import json
 import numbers
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from functions.atomic import write_atomic
 from testbed.errors import ConfigError
 from testbed.scheduler.objects import DEFAULT_SCHEDULER_NAME, parse_documents, read_text
 from testbed.scheduler.plugins.interpodaffinity import InterPodAffinityArgs
@@ -752,9 +751,9 @@ def dump_config_yaml(cfg: SchedulerConfig) -> str:
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` all at once: into a temporary file beside it, then
-    ``os.replace``, so a reader never sees half a file and a failure leaves no file (and no
-    temporary) behind. A path naming a directory, or under a regular file, is a ConfigError."""
+    """Write ``text`` to ``path`` all at once (:func:`functions.atomic.write_atomic`): a reader never
+    sees half a file and a failure leaves no file (and no temporary) behind. A path naming a
+    directory, or under a regular file, is a ConfigError."""
     p = Path(path)
     if p.is_dir():
         raise ConfigError("is a directory; name the file to write", file=p)
@@ -764,23 +763,9 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
                 raise ConfigError(f"cannot create it: {parent} is a file, not a directory", file=p)
             break
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        write_atomic(p, text)
     except OSError as err:
         raise ConfigError(f"cannot write: {err.strerror or err}", file=p) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            # mkstemp creates 0600; give the file the mode a plain open() would
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(fh.fileno(), 0o666 & ~umask)
-            fh.write(text)
-        os.replace(tmp, p)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError):
-            raise ConfigError(f"cannot write: {err.strerror or err}", file=p) from None
-        raise
     return p
 
 

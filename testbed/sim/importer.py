@@ -23,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from functions.atomic import write_atomic
 from testbed.cluster import (
     HOSTNAME_LABEL,
     MAX_PULL_BYTES_PER_S,
@@ -189,8 +190,6 @@ def import_cluster(nodes_json: str | Path, pods_json: str | Path | None = None, 
 def write_cluster_yaml(spec: ClusterSpec, out: str | Path) -> Path:
     """Write ``spec`` as YAML atomically: a temporary file beside ``out`` replaces it only once
     complete, so a failed write never leaves a spec that looks good (nor a stray temporary)."""
-    import os
-    import tempfile
 
     import yaml
 
@@ -204,20 +203,9 @@ def write_cluster_yaml(spec: ClusterSpec, out: str | Path) -> Path:
                 raise ClusterSpecError(f"cannot write: {parent} is a file, not a directory", file=path, field="--out")
             break
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        write_atomic(path, text)
     except OSError as err:
         raise ClusterSpecError(f"cannot write: {err.strerror or err}", file=path, field="--out") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise ClusterSpecError(f"cannot write: {err.strerror or err}", file=path, field="--out") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -11,7 +11,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from agent_fixtures import AnalyticBackend, AnalyticObjective, tiny_workload
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -25,19 +24,6 @@ from agent.loop.report import compact_label, label_legend, summary_markdown
 from agent.rl.artefacts import SHIPPED_POLICY
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def fixture_backend(monkeypatch):
-    made = []
-
-    def make_backend(name, cluster, *, seed=0, kube=None):
-        made.append(AnalyticBackend(AnalyticObjective(seed=3)))
-        return made[-1]
-
-    monkeypatch.setattr(agent.loop.backends, "make_backend", make_backend)
-    monkeypatch.setattr(agent.loop.backends, "resolve_workload", lambda workload, seed=0: (tiny_workload(), "lab-small"))
-    return made
 
 
 def _policy(tmp_path: Path, name: str, model: bytes | None, config: str | bytes | None = None) -> Path:
@@ -90,17 +76,17 @@ def _one_line_error(result, *, names: str) -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(MODELS))
-def test_a_corrupt_policy_zip_is_one_line_naming_it(tmp_path, fixture_backend, kind):
+def test_a_corrupt_policy_zip_is_one_line_naming_it(tmp_path, made_backends, kind):
     policy = _policy(tmp_path, kind, MODELS[kind])
     out = tmp_path / "exp"
     result = runner.invoke(app, ["tune", "--policy", str(policy), "--steps", "2", "--out", str(out)])
     _one_line_error(result, names=f"{policy}:")
     assert not out.exists()  # nothing that looks like an experiment
-    assert not fixture_backend  # failed before any backend started
+    assert not made_backends  # failed before any backend started
 
 
 @pytest.mark.parametrize("kind", sorted(CONFIGS))
-def test_a_corrupt_policy_json_is_one_line_naming_it(tmp_path, fixture_backend, kind):
+def test_a_corrupt_policy_json_is_one_line_naming_it(tmp_path, made_backends, kind):
     policy = _policy(tmp_path, kind, SHIPPED, CONFIGS[kind])
     out = tmp_path / "exp"
     result = runner.invoke(app, ["tune", "--policy", str(policy), "--steps", "2", "--out", str(out)])
@@ -114,11 +100,11 @@ def test_a_corrupt_policy_json_is_one_line_naming_it(tmp_path, fixture_backend, 
     ("--seed", "-1"), ("--max-dispatch-lag-s", "nan"), ("--max-dispatch-lag-s", "0"), ("--max-late-share", "2"),
     ("--max-late-share", "nan"),
 ])
-def test_tune_options_out_of_range_are_refused_before_anything_runs(tmp_path, fixture_backend, option, value):
+def test_tune_options_out_of_range_are_refused_before_anything_runs(tmp_path, made_backends, option, value):
     out = tmp_path / "exp"
     result = runner.invoke(app, ["tune", "--method", "hill", "--out", str(out), option, value])
     assert result.exit_code == 2 and option in result.output
-    assert not out.exists() and not fixture_backend
+    assert not out.exists() and not made_backends
 
 
 @pytest.mark.parametrize(("option", "value"), [
@@ -132,7 +118,7 @@ def test_evaluate_options_out_of_range_are_refused(tmp_path, option, value):
     assert not out.exists()
 
 
-def test_tune_and_evaluate_refuse_an_out_that_is_a_file(tmp_path, fixture_backend):
+def test_tune_and_evaluate_refuse_an_out_that_is_a_file(tmp_path, made_backends):
     afile = tmp_path / "afile"
     afile.write_text("x")
     result = runner.invoke(app, ["tune", "--method", "hill", "--steps", "1", "--out", str(afile)])

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from agent_fixtures import AnalyticBackend, AnalyticObjective, Crash, tiny_workload
+from agent_fixtures import Crash
 from typer.testing import CliRunner
 
-import agent.loop.backends
 from agent.cli import app
 from agent.loop.log import read_log
 
@@ -19,49 +18,39 @@ def _said(result) -> str:
     return result.output + str(result.exception or "")
 
 
-@pytest.fixture
-def fixture_backend(monkeypatch):
-    made = []
-
-    def make_backend(name, cluster, *, seed=0, kube=None):
-        be = AnalyticBackend(AnalyticObjective(seed=3), crash_on_run=made[0] if made and isinstance(made[0], int) else None)
-        made.append(be)
-        return be
-
-    monkeypatch.setattr(agent.loop.backends, "make_backend", make_backend)
-    monkeypatch.setattr(agent.loop.backends, "resolve_workload", lambda workload, seed=0: (tiny_workload(), "lab-small"))
-    return made
-
-
-def test_tune_with_a_baseline_writes_the_experiment(tmp_path, fixture_backend):
+def test_tune_with_a_baseline_writes_the_experiment(tmp_path, made_backends):
     out = tmp_path / "exp"
-    result = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "tiny", "--method", "hill", "--steps", "4",
+    result = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "lab", "--method", "hill", "--steps", "4",
                                  "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "Improvement over the default weights" in result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "hill" and summary["backend"] == "sim" and summary["steps"] == 4
     assert summary["cluster"] == "lab-small"
+    from testbed.sim import SimBackend
+
+    assert [type(b) for b in made_backends] == [SimBackend]  # --backend sim ran the simulator itself
+    assert (out / "runs" / "step-001" / "cand-0" / "requests.parquet").exists()
     assert len(read_log(out)) == 5
     assert (out / "best-scheduler-config.yaml").exists()
 
 
-def test_tune_resume_continues_from_the_log(tmp_path, fixture_backend):
+def test_tune_resume_continues_from_the_log(tmp_path, made_backends):
     out = tmp_path / "exp"
-    fixture_backend.append(3)  # the first backend crashes on its third run
-    result = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "tiny", "--method", "random",
+    made_backends.crash_on_run = 3  # the first backend crashes on its third run
+    result = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "lab", "--method", "random",
                                  "--steps", "4", "--out", str(out)])
     # the CLI's last-resort handler turns the fixture's crash into one line and exit 2
     assert isinstance(result.exception, Crash) or (result.exit_code == 2 and "Crash" in result.output)
     assert len(read_log(out)) == 2
-    fixture_backend.clear()
+    made_backends.clear()
     result = runner.invoke(app, ["tune", "--resume", str(out)])
     assert result.exit_code == 0, result.output
     assert [r.step for r in read_log(out)] == [0, 1, 2, 3, 4]
 
 
-def test_tune_argument_errors_are_one_line(tmp_path, fixture_backend):
-    result = runner.invoke(app, ["tune", "--workload", "tiny", "--steps", "2", "--out", str(tmp_path)])
+def test_tune_argument_errors_are_one_line(tmp_path, made_backends):
+    result = runner.invoke(app, ["tune", "--workload", "lab", "--steps", "2", "--out", str(tmp_path)])
     assert result.exit_code == 1 and "exactly one of --policy FILE or --method NAME" in _said(result)
     result = runner.invoke(app, ["tune", "--resume", str(tmp_path / "nowhere")])
     assert result.exit_code == 1 and "no experiment to resume" in _said(result)
@@ -76,7 +65,7 @@ def test_train_help_lists_the_dataclass_fields():
 
 @pytest.mark.parametrize(("act", "method", "expected"), [("sample", None, "policy-sample"), ("mean", None, "policy"),
                                                          ("sample", "policy", "policy")])
-def test_tune_with_a_policy_acts_as_its_config_says(tmp_path, fixture_backend, act, method, expected):
+def test_tune_with_a_policy_acts_as_its_config_says(tmp_path, made_backends, act, method, expected):
     import shutil
 
     from agent.rl.artefacts import SHIPPED_POLICY
@@ -86,13 +75,13 @@ def test_tune_with_a_policy_acts_as_its_config_says(tmp_path, fixture_backend, a
     config = json.loads(SHIPPED_POLICY.with_suffix(".json").read_text())
     policy.with_suffix(".json").write_text(json.dumps({**config, "act": act}))
     out = tmp_path / "exp"
-    args = ["tune", "--backend", "sim", "--workload", "tiny", "--policy", str(policy), "--steps", "3", "--out", str(out)]
+    args = ["tune", "--backend", "sim", "--workload", "lab", "--policy", str(policy), "--steps", "3", "--out", str(out)]
     result = runner.invoke(app, args + (["--method", method] if method else []))
     assert result.exit_code == 0, _said(result)
     assert json.loads((out / "summary.json").read_text())["method"] == expected
 
 
-def test_tune_rejects_an_unknown_act_naming_the_file(tmp_path, fixture_backend):
+def test_tune_rejects_an_unknown_act_naming_the_file(tmp_path, made_backends):
     import shutil
 
     from agent.rl.artefacts import SHIPPED_POLICY
@@ -101,7 +90,17 @@ def test_tune_rejects_an_unknown_act_naming_the_file(tmp_path, fixture_backend):
     shutil.copy(SHIPPED_POLICY, policy)
     config = json.loads(SHIPPED_POLICY.with_suffix(".json").read_text())
     policy.with_suffix(".json").write_text(json.dumps({**config, "act": "dance"}))
-    result = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "tiny", "--policy", str(policy),
+    result = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "lab", "--policy", str(policy),
                                  "--steps", "3", "--out", str(tmp_path / "exp")])
     assert result.exit_code == 1
     assert "p.json" in _said(result) and "act" in _said(result)
+
+
+def test_bench_agent_reports_positive_rates_for_every_tuner_and_the_policy():
+    result = runner.invoke(app, ["bench", "agent", "--env-steps", "2"])
+    assert result.exit_code == 0, _said(result)
+    report = json.loads(result.output.strip().splitlines()[-1])
+    assert report["env_steps_per_s"] > 0 and report["scenario"] == "lab-web"
+    assert set(report["tuner_ms_per_step"]) == {"random", "tpe", "gp", "cmaes", "hill"}
+    assert all(ms > 0 for ms in report["tuner_ms_per_step"].values())
+    assert report["policy_predict_ms"] > 0  # the shipped policy loads and answers

@@ -1,5 +1,6 @@
-"""``tune --backend kube --cold-nodes a,b``: the image state the experiment declares reaches the kube
-backend's reset() (every other node warm), is stored in config.json, and cannot change on resume."""
+"""``tune --backend kube --cold-nodes a,b``: the option is checked, stored in config.json, and cannot
+change on resume. That it reaches the kube backend's reset() is shown against the fake API
+(tests/testbed/kube/test_tune_kube.py::test_cold_nodes_of_tune_reach_the_kube_backends_reset)."""
 
 from __future__ import annotations
 
@@ -8,26 +9,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import agent.loop.backends
 from agent.cli import app
 
 runner = CliRunner()
-
-
-def test_cold_nodes_reach_the_kube_backends_image_state(monkeypatch):
-    import testbed.kube.backend as kb
-
-    made = {}
-
-    class FakeKube:
-        def __init__(self, **kw):
-            made.update(kw)
-
-    monkeypatch.setattr(kb, "KubeBackend", FakeKube)
-    agent.loop.backends.make_backend("kube", None, kube=agent.loop.backends.KubeOptions(cold_nodes=["node-2", "node-3"]))
-    assert made["image_state"] == kb.ImageState(cold_nodes=("node-2", "node-3"))
-    agent.loop.backends.make_backend("kube", None)
-    assert made["image_state"] == kb.ImageState()  # by default every node holds every image
 
 
 @pytest.mark.parametrize(("value", "message"), [

@@ -154,31 +154,17 @@ def test_an_unscoreable_simulator_run_is_not_voided_and_rerun(tmp_path):
 # --- through the command line --------------------------------------------------------------------
 
 
-@pytest.fixture
-def fixture_backend(monkeypatch):
-    made = []
-
-    def make_backend(name, cluster, *, seed=0, kube=None):
-        be = _backend()
-        made.append(be)
-        return be
-
-    monkeypatch.setattr(agent.loop.backends, "make_backend", make_backend)
-    monkeypatch.setattr(agent.loop.backends, "resolve_workload", lambda workload, seed=0: (tiny_workload(), "lab-small"))
-    return made
-
-
 def _tune(out, *extra):
-    return runner.invoke(app, ["tune", "--backend", "sim", "--workload", "tiny", "--method", "hill", "--steps", "3",
+    return runner.invoke(app, ["tune", "--backend", "sim", "--workload", "lab", "--method", "hill", "--steps", "3",
                                "--out", str(out), *extra])
 
 
 @pytest.mark.parametrize(("option", "value", "stored"), [
     ("--method", "random", "'hill'"), ("--backend", "local", "'sim'"), ("--metric", "p99", "'mean'"),
-    ("--cluster", "homogeneous-20", "'lab-small'"), ("--workload", "lab", "'tiny'"), ("--repeats", "2", "1"),
+    ("--cluster", "homogeneous-20", "'lab-small'"), ("--workload", "lab-web", "'lab'"), ("--repeats", "2", "1"),
     ("--seed", "7", "0"), ("--max-late-share", "0.5", "0.05"),
 ])
-def test_resume_refuses_an_option_that_contradicts_the_stored_experiment(tmp_path, fixture_backend, option, value,
+def test_resume_refuses_an_option_that_contradicts_the_stored_experiment(tmp_path, made_backends, option, value,
                                                                          stored):
     out = tmp_path / "exp"
     assert _tune(out).exit_code == 0
@@ -191,7 +177,7 @@ def test_resume_refuses_an_option_that_contradicts_the_stored_experiment(tmp_pat
     assert (out / LOG_NAME).read_bytes() == log_bytes
 
 
-def test_resume_accepts_agreeing_options_and_more_steps(tmp_path, fixture_backend):
+def test_resume_accepts_agreeing_options_and_more_steps(tmp_path, made_backends):
     out = tmp_path / "exp"
     assert _tune(out).exit_code == 0
     result = runner.invoke(app, ["tune", "--resume", str(out), "--method", "hill", "--backend", "sim",
@@ -205,7 +191,7 @@ def test_resume_accepts_agreeing_options_and_more_steps(tmp_path, fixture_backen
 @pytest.mark.parametrize("content", [b"{oops", b"[1, 2]", b"\xff\xfe\x00", b"", b'{"method": "hill"}',
                                      b'{"method": "hill", "backend": "sim", "cluster": "c", "workload": "w", '
                                      b'"steps": "ten"}'])
-def test_resume_of_a_corrupt_config_is_one_line_naming_it(tmp_path, fixture_backend, content):
+def test_resume_of_a_corrupt_config_is_one_line_naming_it(tmp_path, made_backends, content):
     (tmp_path / "config.json").write_bytes(content)
     result = runner.invoke(app, ["tune", "--resume", str(tmp_path)])
     assert result.exit_code == 1
@@ -213,17 +199,20 @@ def test_resume_of_a_corrupt_config_is_one_line_naming_it(tmp_path, fixture_back
     assert not (tmp_path / LOG_NAME).exists()
 
 
-def test_resume_of_a_directory_without_config(tmp_path, fixture_backend):
+def test_resume_of_a_directory_without_config(tmp_path, made_backends):
     result = runner.invoke(app, ["tune", "--resume", str(tmp_path)])
     assert result.exit_code == 1 and f"{tmp_path / 'config.json'}: no experiment to resume" in result.output
 
 
-def test_config_paths_survive_a_change_of_working_directory(tmp_path, monkeypatch, fixture_backend):
+def test_config_paths_survive_a_change_of_working_directory(tmp_path, monkeypatch, made_backends):
     work = tmp_path / "work"
     (work / "specs").mkdir(parents=True)
     (work / "specs" / "c.yaml").write_text(Path(agent.loop.backends.__file__).parents[2].joinpath(
         "testbed/clusters/lab-small.yaml").read_text())
-    (work / "wl.parquet").write_bytes(b"stand-in: resolve_workload is patched")
+    from loadgen.workload import write_workload
+    from testbed.local.scenario import lab_workload
+
+    write_workload(lab_workload(0, duration_s=10.0), work / "wl.parquet")
     monkeypatch.chdir(work)
     assert runner.invoke(app, ["tune", "--backend", "sim", "--workload", "wl.parquet", "--cluster", "specs/c.yaml",
                                "--method", "hill", "--steps", "2", "--out", "exp"]).exit_code == 0

@@ -47,3 +47,32 @@ def test_tune_backend_kube_runs_the_loop(fake, tmp_path):
     calls = squeeze(fake.calls)
     assert calls.count(f"PATCH {DEP}") >= 2 and calls.count(f"POST {CMS}") >= 2
     assert all(cm["immutable"] is True for cm in fake.configmaps.values())
+
+
+def _kubeconfig(fake, tmp_path):
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
+        "clusters": [{"name": "lab", "cluster": {"server": fake.url}}],
+        "users": [{"name": "admin", "user": {"token": "t"}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
+    }))
+    return path
+
+
+def test_cold_nodes_of_tune_reach_the_kube_backends_reset(fake, tmp_path):
+    """``tune --cold-nodes``'s stored options build the backend whose reset() empties exactly those
+    nodes' function-image caches (the fake kubelet's), and fills every other node's."""
+    from agent.loop.backends import KubeOptions, make_backend
+
+    fake.drain_after = 1
+    options = KubeOptions(kubeconfig=str(_kubeconfig(fake, tmp_path)), ingress_url=fake.url, cold_nodes=["node-2"])
+    backend = make_backend("kube", None, kube=options)
+    try:
+        images = {f"registry.example.com/scoretune/{fn}:0.1.0" for fn in ("fn-a", "fn-b")}  # the fake lab's
+        fake.node_images["node-2"] |= images  # a previous step left them cached on the cold node
+        backend.reset()
+        assert not fake.node_images["node-2"] & images
+        assert fake.node_images["node-1"] >= images
+    finally:
+        backend.close()
