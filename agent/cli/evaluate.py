@@ -217,6 +217,8 @@ def combine_command(
     methods: str = typer.Option("", help="Keep only these methods, comma-separated (default: all)."),
     steps: int = typer.Option(0, min=0, max=10_000, help="The headline budget (default: the largest every method ran)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary of `evaluate --json` here."),
+    protocol: Noise | None = typer.Option(None, help="Check that the results are of this protocol (by default it "
+                                          "is read from them)."),
 ) -> None:
     """One results table from several evaluations (a set evaluated in parts, or new policies on
     scenarios the baselines already ran on), rescored together. The protocol (noise-free or noisy)
@@ -225,4 +227,7 @@ def combine_command(
 
     table = combine(dirs, out, [m for m in methods.split(",") if m] or None, steps=steps or None)
     exact = json.loads((out / "evaluation.json").read_text()).get("protocol") == "noise-free"
+    if protocol is not None and (protocol == Noise.NOISE_FREE) != exact:
+        raise AgentError(f"--protocol {protocol.value}: the results in {', '.join(map(str, dirs))} are of the "
+                         f"{'noise-free' if exact else 'noisy'} protocol")
     _report(out, table, exact, json_out)

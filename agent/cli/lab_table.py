@@ -31,7 +31,7 @@ def lab_table_command(
                                      "experiments."),
 ) -> None:
     """The paper's table on the embedded lab: one live tuning experiment per lab scenario, method
-    and seed, each best profile confirmed by paired reruns (agent/lab_table.py)."""
+    and seed, each best profile confirmed by paired reruns (agent/evaluation/lab_table.py)."""
     from agent.evaluation.lab_table import LabMethod, collect, run_experiments, write_report
 
     if backend not in ("local", "sim"):

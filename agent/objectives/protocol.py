@@ -1,7 +1,7 @@
 """The "run a profile, measure latency" callable the environment and the tuners optimise.
 
 The environment never talks to a backend directly: it calls an :class:`Objective`, so training
-runs on the simulator's fast in-memory ``evaluate`` while the live loop (agent/tune.py) drives any
+runs on the simulator's fast in-memory ``evaluate`` while the live loop (agent/loop/experiment.py) drives any
 :class:`~testbed.backend.Backend`. An :class:`ObjectiveSampler` draws one objective per episode
 (a scenario and a seed from a split).
 """

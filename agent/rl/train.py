@@ -13,7 +13,7 @@ observations, plus the exact command), ``checkpoints/``, TensorBoard and CSV log
 
 ``--algo recurrent-ppo`` (sb3-contrib's RecurrentPPO, an LSTM policy) is the paper's alternative
 to frame stacking: the LSTM carries the history the stacked frames would. ``--noise FILE`` trains
-on noisy episodes (agent/noisy.py): every run a fresh simulator seed and a calibrated measurement
+on noisy episodes (agent/objectives/noise.py): every run a fresh simulator seed and a calibrated measurement
 error, as a real lab measures.
 """
 
@@ -34,11 +34,11 @@ import numpy as np
 from agent.errors import AgentError
 from agent.metrics import Metric
 from agent.provenance import provenance
+from agent.rl.artefacts import POLICIES_DIR
 from agent.rl.env import ACTION_KINDS
 
 log = logging.getLogger(__name__)
 
-POLICIES_DIR = Path(__file__).resolve().parent / "policies"
 
 
 def _doc(text: str, *, short: str | None = None, **kw: Any) -> Any:
@@ -99,7 +99,7 @@ class Args:
     progress_bar: bool = _doc("Show SB3's progress bar.", default=True)
     ship: str = _doc("Write the policy network to agent/policies/NAME.{zip,json} (empty = don't).", default="")
     noise: str = _doc("A noise calibration (`scoretune calibrate --noise`): train on noisy episodes, every run a "
-                      "fresh simulator seed and a calibrated measurement error (agent/noisy.py); empty = the "
+                      "fresh simulator seed and a calibrated measurement error (agent/objectives/noise.py); empty = the "
                       "noise-free protocol.", default="")
     init: str = _doc("Start from this policy's weights (a zip from `train` or agent/policies/, same algorithm, "
                      "observation and network): fine-tuning, e.g. on noisy episodes.", default="")

@@ -196,3 +196,10 @@ def test_a_run_without_checkpoints_or_config_is_a_clear_error(tmp_path):
         run_checkpoints(tmp_path)
     (tmp_path / "model.json").write_text("{}")
     assert list(run_checkpoints(tmp_path)) == ["40k"]
+
+
+def test_ship_writes_beside_the_shipped_policy():
+    import agent.rl.train
+    from agent.rl.artefacts import SHIPPED_POLICY
+
+    assert agent.rl.train.POLICIES_DIR == SHIPPED_POLICY.parent and SHIPPED_POLICY.is_file()
