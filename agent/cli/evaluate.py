@@ -215,7 +215,7 @@ def combine_command(
     out: Path = typer.Option(..., "--out", "-o", help="Directory for the combined table.md, table.csv, results.csv, "
                              "budget.md, plots."),
     methods: str = typer.Option("", help="Keep only these methods, comma-separated (default: all)."),
-    steps: int = typer.Option(0, min=0, max=10_000, help="The headline budget (default: the largest every method ran)."),
+    steps: int = typer.Option(0, min=0, max=10_000, help="The headline budget (default: the one the evaluations were run for)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary of `evaluate --json` here."),
     protocol: Noise | None = typer.Option(None, help="Check that the results are of this protocol (by default it "
                                           "is read from them)."),

@@ -325,7 +325,7 @@ def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None =
     becomes the best of every search and every admissible truth in any of them, and the best
     baseline is chosen over the union. ``methods`` keeps only those (the oracle still counts every
     run); a kept method must cover the same cells as the others. ``steps``: the headline budget
-    (default: the largest budget every method ran)."""
+    (default: the one the evaluations were run for)."""
     if not dirs:
         raise AgentError("combine: no evaluation directories given")
     rows = pd.concat([read_results(Path(d)) for d in dirs], ignore_index=True)
@@ -342,7 +342,7 @@ def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None =
         unknown = [m for m in methods if m not in set(rows["method"])]
         if unknown:
             raise AgentError(f"method {unknown[0]!r} is in none of {[str(d) for d in dirs]}")
-    headline = steps if steps is not None else int(rows.groupby("method")["budget"].max().min())
+    headline = steps if steps is not None else _headline(dirs, rows)
     frame = score(rows.to_dict("records"), headline, keep=list(methods) if methods else None)
     cells = {m: set(zip(g["scenario"], g["seed"], g["budget"], strict=True)) for m, g in frame.groupby("method")}
     union = set().union(*cells.values())
@@ -358,3 +358,17 @@ def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None =
             "provenance": provenance()}
     write_atomic(out_dir / "evaluation.json", json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     return table
+
+
+def _headline(dirs: Sequence[Path], rows: pd.DataFrame) -> int:
+    """The budget the evaluations were run for (their ``evaluation.json``), else the largest budget
+    every method ran."""
+    told = set()
+    for d in dirs:
+        try:
+            told.add(int(json.loads((Path(d) / "evaluation.json").read_text(encoding="utf-8"))["steps"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    if len(told) == 1 and told <= set(rows["budget"]):
+        return told.pop()
+    return int(rows.groupby("method")["budget"].max().min())
