@@ -176,6 +176,10 @@ def atomic_write(
     """
     path = check_output_path(path, what=what, example=example)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot create the {what} here: {err.strerror or err}", file=path) from None
+    try:
         return write_atomic_with(path, write)
     except OSError as err:
         raise InputError(f"cannot write the {what}: {err.strerror or err}", file=path) from None
