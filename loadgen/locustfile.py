@@ -180,8 +180,11 @@ def _on_request(request_type, name, response_time, response_length, response=Non
     r["error"].append(_reason(exception, code, context.get("timeout_s", 0.0)))
 
 
-def _write_records(index: int, records: dict[str, list]) -> None:
-    write_atomic(RECORDS_DIR / f"records-{index}.json", json.dumps(records))
+def _write_records(index: int, records: dict[str, Any]) -> None:
+    """``records-<index>.json``: the lists of every request, and ``epoch`` (the Unix time of t = 0,
+    so the caller can align its own clock with the replay's when it let Locust pick it)."""
+    write_atomic(RECORDS_DIR / f"records-{index}.json",
+                 json.dumps({**records, "epoch": records.get("epoch", _state.get("epoch"))}))
 
 
 @events.init.add_listener
@@ -254,6 +257,7 @@ class ScheduleUser(User):
         index = runner.worker_index if worker else 0
         _state["index"] = index
         epoch = plan["epoch"] if plan["epoch"] > 0 else time.time() + 0.25
+        _state["epoch"] = epoch
         self.payloads = [p.encode() for p in plan["payloads"]]
         self.session = FastHttpSession(
             base_url=None, request_event=self.environment.events.request, user=None,
@@ -272,7 +276,7 @@ class ScheduleUser(User):
             pool.spawn(self._fire, plan, int(k), epoch)
         pool.join(timeout=plan["timeout_s"] + 5.0)
         if worker:
-            runner.send_message("scoretune_records", {"index": index, "records": _records})
+            runner.send_message("scoretune_records", {"index": index, "records": {**_records, "epoch": epoch}})
         else:
             _write_records(0, _records)
             _state["written"] = True

@@ -112,6 +112,20 @@ def write_schedule(workload: Workload, directory: Path, urls: list[str], hosts: 
     return path
 
 
+def records_epoch(records_dir: Path) -> float | None:
+    """The Unix time of t = 0 the load processes used (the earliest a records file reports; they
+    share one epoch), or None when no file says (records of older locustfiles)."""
+    epochs = []
+    for path in records_dir.glob("records-*.json"):
+        try:
+            value = json.loads(path.read_text()).get("epoch")
+        except (OSError, ValueError):
+            continue
+        if isinstance(value, int | float) and value > 0:
+            epochs.append(float(value))
+    return min(epochs) if epochs else None
+
+
 def merge_records(workload: Workload, records_dir: Path) -> tuple[pd.DataFrame, int]:
     """The requests table: one row per scheduled request, filled from every ``records-*.json``.
 
@@ -291,6 +305,7 @@ def replay(
             "remote_workers": remote_workers,
             "wall_s": round(time.time() - t0, 3),
             "unreported": unsent,
+            "start_epoch": records_epoch(work),
         },
         "workload": {k: workload.metadata.get(k) for k in ("name", "source", "seed", "file", "duration_s")
                      if k in workload.metadata},

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from testbed.local.state import LabState
 
 log = logging.getLogger(__name__)
 
-START_LEAD_S = 5.0  # t = 0 of the replay is this far after the call, so Locust has started by then
 
 
 class LocalBackend:
@@ -109,8 +107,9 @@ class LocalBackend:
             raise InputError("the workload has no requests", file=workload.name)
         self.validate(workload)
         out_dir = Path(out_dir).resolve()  # Locust runs in its own working directory
-        t0 = time.time() + START_LEAD_S
-        self.client.begin_run()
+        # Locust picks t = 0 itself once it is up (no fixed lead to wait out) and reports it; the
+        # controller's placements and events are then read relative to that same instant
+        started = self.client.begin_run()
         info = {
             "backend": self.name,
             "seed": seed,
@@ -118,7 +117,8 @@ class LocalBackend:
             "cpu_enforcement": self.handle.cpu_mode.mode,
             "profile": profile_record(self.profile),
         }
-        result = replay(workload, self.url, out_dir, timeout_s=self.timeout_s, info=info, start_epoch=t0)
+        result = replay(workload, self.url, out_dir, timeout_s=self.timeout_s, info=info)
+        t0 = (result.summary.get("replay") or {}).get("start_epoch") or started
         try:
             end = self.client.end_run(t0)
         except TestbedError as err:

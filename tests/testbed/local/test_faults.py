@@ -11,12 +11,14 @@ import psutil
 import pytest
 
 from loadgen.workload import make_workload
-from testbed.local.backend import START_LEAD_S, LocalBackend
+from testbed.local.backend import LocalBackend
 from testbed.local.state import LabState
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 KILL_AT_S = 12.0
+LOCUST_START_S = 3.0
+"""Locust is up and has picked t = 0 about this long after a run starts (it reports the epoch it chose)."""
 
 
 def _long_requests(duration_s: float = 36.0, rate: float = 2.0, seed: int = 3):
@@ -32,7 +34,7 @@ def test_agent_killed_mid_run(state_dir, tmp_path):
     killed: dict = {}
 
     def kill_busiest_agent() -> None:
-        time.sleep(START_LEAD_S + KILL_AT_S)
+        time.sleep(LOCUST_START_S + KILL_AT_S)
         counts: dict[str, int] = {}
         deadline = time.monotonic() + 8.0
         while not counts and time.monotonic() < deadline:  # wait for a moment with requests in flight
