@@ -67,6 +67,9 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
         f"[bold]Improvement over the default weights: {headline} — {summary['verdict']}; "
         f"applied step {summary['applied_step']}, exported {out / 'best-scheduler-config.yaml'}"
     )
+    seconds = summary.get("seconds") or {}
+    if seconds:
+        console.print("time: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()))
 
 
 def terminal_table(table: Any, best_baseline: str | None, *, exact: bool = True) -> Table:

@@ -48,7 +48,7 @@ from agent.loop.config import (
     resume_conflicts,
 )
 from agent.loop.log import StepRecord, append_record, read_log, repair_log
-from agent.loop.report import plot_tuning_curve, summary_markdown
+from agent.loop.report import plot_tuning_curve, summary_markdown, time_spent
 from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_requests
 from agent.provenance import provenance
 from agent.rl.rewards import percent_improvement, reward
@@ -94,6 +94,9 @@ class Experiment:
         self.on_start = on_start
         self.on_step = on_step
         self.records: list[StepRecord] = []
+        self._seconds: dict[str, float] = {}
+        self._last_end: float | None = None
+        """Wall time of the current step (or confirmation) by phase (:attr:`StepRecord.seconds`)."""
         self._applied: Any = None
         """The profile ``finish`` applied (the fallback of an abort after it), else None."""
 
@@ -132,12 +135,16 @@ class Experiment:
         for attempt in range(self.config.max_reruns + 1):
             if run_dir.exists():
                 shutil.rmtree(run_dir)
+            t0 = time.monotonic()
             self.backend.reset()
             self.backend.apply(profile)
+            t1 = time.monotonic()
             # A ScoretuneError from the backend (a profile or cluster it cannot run: ConfigError,
             # InfeasibleClusterError) is the input's fault, not the load generator's: it propagates
             # at once and is never voided and rerun.
             result = self.backend.run(self.workload, run_dir, seed=seed)
+            self._seconds["prepare"] = self._seconds.get("prepare", 0.0) + t1 - t0
+            self._seconds["run"] = self._seconds.get("run", 0.0) + time.monotonic() - t1
             reason = run_health(result.summary, self.config.health)
             if reason is None:
                 return metric_from_requests(result.requests, self.config.metric, _timeout_s(result.summary)), voided
@@ -165,6 +172,9 @@ class Experiment:
         step_dir = self.out_dir / "runs" / f"step-{step:03d}"
         if step_dir.exists():  # an interrupted attempt at this step: start it over
             shutil.rmtree(step_dir)
+        started = time.monotonic()
+        tuner_s = started - self._last_end if self._last_end is not None else 0.0
+        self._seconds = {}
         if self.on_start:
             self.on_start(step, setting)
         samples: list[float] = []
@@ -210,7 +220,16 @@ class Experiment:
             run_dirs=run_dirs,
             voided=voided,
             finished_at=time.time(),
+            seconds=self._step_seconds(started, tuner_s),
         )
+
+    def _step_seconds(self, started: float, tuner_s: float) -> dict[str, float]:
+        """Where a step's time went (:attr:`StepRecord.seconds`)."""
+        self._last_end = time.monotonic()
+        seconds = {k: round(v, 3) for k, v in self._seconds.items()}
+        seconds["tuner"] = round(tuner_s, 3)
+        seconds["other"] = round(self._last_end - started - sum(self._seconds.values()), 3)
+        return seconds
 
     # -- the loop -----------------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> dict[str, Any]:
@@ -262,13 +281,14 @@ class Experiment:
             if (isinstance(saved, dict) and saved.get("best_step") == best.step
                     and len(saved.get("samples", [])) == self.config.confirm):
                 return saved
-        setting = _setting(best.setting)
+        setting = best.weight_setting()
         confirm_dir = self.out_dir / "runs" / "confirm"
         if confirm_dir.exists():
             shutil.rmtree(confirm_dir)
         refs: list[float] = []
         cands: list[float] = []
         voided: list[dict[str, str]] = []
+        self._seconds = {}
         for r in range(self.config.confirm):
             seed = self.config.seed + 1000 + r  # fresh seeds: not the ones the search was scored on
             if self.on_start:
@@ -289,6 +309,7 @@ class Experiment:
             "ci_high": interval.high,
             "verdict": verdict(interval),
             "voided": voided,
+            "seconds": {k: round(v, 3) for k, v in self._seconds.items()},
         }
         write_atomic(path, json.dumps(result, indent=2, sort_keys=True) + "\n")
         log.info("confirmation of step %d: %s -> %s", best.step, format_ci(interval.mean, interval.low, interval.high, unit=" %"),
@@ -298,7 +319,7 @@ class Experiment:
     def _candidate(self) -> tuple[StepRecord, float]:
         """The profile the tuner would apply (the evaluation's rule) as its best logged step, and
         the mean of its measurements (the figure the rule chose it by)."""
-        settings = [_setting(r.setting) for r in self.records]
+        settings = [r.weight_setting() for r in self.records]
         metrics = [r.metric for r in self.records]
         chosen = applied_setting(self.tuner, settings, metrics).label()
         mean = measured(settings, metrics)[chosen][1]
@@ -327,8 +348,7 @@ class Experiment:
             or (self.config.repeats == 1 and deterministic)
         )
         applied = best if trusted else ref
-        applied_setting = _setting(applied.setting)
-        profile = applied_setting.to_profile()
+        profile = applied.weight_setting().to_profile()
         self.backend.apply(profile)
         self._applied = profile
         write_atomic(self.out_dir / BEST_CONFIG_NAME, dump_config_yaml(config_for_profile(profile)))
@@ -363,6 +383,7 @@ class Experiment:
             "applied_step": applied.step,
             "applied_label": applied.label,
             "voided_runs": sum(len(r.voided) for r in records),
+            "seconds": time_spent(records, confirmation),
             "metrics": [r.metric for r in records],
         }
         write_atomic(self.out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
@@ -370,10 +391,3 @@ class Experiment:
         plot_tuning_curve(records, self.out_dir / "tuning-curve.png", title=f"{self.config.method} on {self.config.backend}")
         return summary
 
-
-def _setting(data: dict[str, Any]) -> WeightSetting:
-    return WeightSetting(
-        weights=data["weights"],
-        strategy=data["strategy"],
-        shape=tuple(tuple(p) for p in data["shape"]) if data["shape"] else None,
-    )

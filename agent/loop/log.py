@@ -11,10 +11,11 @@ import json
 import logging
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.actions import WeightSetting
 from agent.errors import ExperimentLogError
 from agent.loop.config import LOG_NAME
 from functions.atomic import fsync_dir
@@ -40,6 +41,15 @@ class StepRecord:
     run_dirs: list[str]
     voided: list[dict[str, str]]
     finished_at: float
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Where the step's wall time went: ``prepare`` (reset and apply), ``run`` (the replays), and
+    ``overhead`` (the rest: writing, the tuner); absent in logs of earlier versions."""
+
+    def weight_setting(self) -> WeightSetting:
+        """The logged profile as a :class:`~agent.actions.WeightSetting`."""
+        shape = self.setting["shape"]
+        return WeightSetting(weights=self.setting["weights"], strategy=self.setting["strategy"],
+                             shape=tuple(tuple(p) for p in shape) if shape else None)
 
     @classmethod
     def from_json(cls, line: str | bytes, *, file: Path, row: int) -> StepRecord:

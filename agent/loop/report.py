@@ -113,3 +113,12 @@ def save_figure_atomic(fig: Any, path: Path) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format=path.suffix.lstrip(".") or "png")
     write_atomic(path, buffer.getvalue())
+
+
+def time_spent(records: list[StepRecord], confirmation: dict[str, Any] | None) -> dict[str, float]:
+    """The experiment's time by phase, over its steps and its confirmation: where the time goes."""
+    total: dict[str, float] = {}
+    for part in [r.seconds for r in records] + [(confirmation or {}).get("seconds") or {}]:
+        for k, v in part.items():
+            total[k] = round(total.get(k, 0.0) + float(v), 3)
+    return total

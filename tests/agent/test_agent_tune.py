@@ -168,3 +168,24 @@ def test_unreplicated_gain_on_a_measured_backend_is_not_applied_without_confirma
     summary = _experiment(tmp_path, backend, method="hill", backend="local").run()
     assert summary["best_step"] > 0 and summary["verdict"] == "unreplicated"
     assert summary["applied_step"] == 0
+
+
+def test_every_step_says_where_its_time_went_and_the_summary_adds_it_up(tmp_path, monkeypatch):
+    backend = AnalyticBackend(AnalyticObjective(seed=1))
+    real_run = backend.run
+
+    def slow_run(*args, **kw):
+        import time
+
+        time.sleep(0.05)
+        return real_run(*args, **kw)
+
+    monkeypatch.setattr(backend, "run", slow_run)
+    summary = _experiment(tmp_path, backend, steps=3, backend="local", confirm=2).run()
+    records = read_log(tmp_path)
+    assert all(r.seconds["run"] >= 0.05 and r.seconds["prepare"] >= 0 and "tuner" in r.seconds for r in records)
+    confirmation = json.loads((tmp_path / "confirmation.json").read_text()) if summary["confirmation"] else None
+    total = sum(r.seconds["run"] for r in records) + (confirmation["seconds"]["run"] if confirmation else 0.0)
+    assert summary["seconds"]["run"] == pytest.approx(total, abs=0.01)
+    if confirmation:  # two pairs of runs, each at least the sleep
+        assert confirmation["seconds"]["run"] >= 4 * 0.05
