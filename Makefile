@@ -4,19 +4,30 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+RUN_STAMP := $(VENV)/.installed-run-$(shell cksum pyproject.toml | cut -d' ' -f1)
 INVENTORY ?=
 ANSIBLE_EXTRA ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-all lint bench tune testbed-up testbed-down clean
+.PHONY: setup setup-run test test-all lint bench tune testbed-up testbed-down clean
 
+## setup: scoretune with everything the tests, lint and provisioning need
 setup: $(STAMP)
+
+## setup-run: scoretune alone (what `make tune` needs: no test, lint or Ansible tooling)
+setup-run: $(RUN_STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
+	@touch $@ $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml
+	@test -f $(STAMP) || { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
+	  $(BIN)/python -m pip install --quiet --upgrade pip && $(BIN)/python -m pip install --quiet -e . && \
+	  rm -f $(VENV)/.installed-run-*; }
 	@touch $@
 
 ## test: the fast suite (slow suites are behind the `slow` marker)
@@ -36,7 +47,7 @@ bench: setup
 	$(BIN)/python bench/run.py --write BENCHMARKS.md
 
 ## tune: the main job, a live tuning experiment on the embedded default with the shipped policy
-tune: setup
+tune: setup-run
 	$(BIN)/scoretune tune --embedded-default --out runs/tune --overwrite
 
 ## testbed-up: a real lab from INVENTORY with Ansible, or the embedded lab without one

@@ -122,3 +122,31 @@ def welch_improvement(reference: Sequence[float], candidate: Sequence[float]) ->
         return ci_c
     half = float(np.hypot(ci_c.mean - ci_c.low, ci_r.mean - ci_r.low))
     return Interval(ci_c.mean, ci_c.mean - half, ci_c.mean + half, ci_c.n)
+
+
+def can_still_improve(differences: Sequence[float], total: int, level: float = 0.95) -> bool:
+    """Whether ``total`` paired differences that begin with ``differences`` can still give an
+    interval above 0 (:func:`verdict` ``improvement``), whatever the remaining ones turn out to be.
+
+    For a fixed sum of the remaining values the interval's lower end is highest when they are all
+    equal (equal values add the least variance), so the question is one-dimensional: is there a
+    common value ``c`` for them that lifts the lower end above 0? With three pairs in all, a single
+    difference at or below 0 already rules it out, so a confirmation can stop there and reach the
+    verdict it would have reached with every pair (stopping for futility never makes an
+    improvement easier to declare)."""
+    d = np.asarray(differences, dtype=np.float64)
+    rest = int(total) - d.size
+    if rest <= 0:
+        low = mean_ci(d, level).low
+        return low is not None and low > 0
+    crit = float(stats.t.ppf(0.5 + level / 2.0, total - 1))
+    # the limit as c grows without bound: t -> sqrt(rest (total - 1) / (total - rest))
+    if rest < total and math.sqrt(rest * (total - 1) / (total - rest)) > crit:
+        return True
+    scale = float(np.max(np.abs(d))) if d.size and np.any(d) else 1.0
+    c = scale * np.logspace(-4, 6, 400)[:, None]
+    x = np.concatenate([np.broadcast_to(d, (c.shape[0], d.size)), np.broadcast_to(c, (c.shape[0], rest))], axis=1)
+    sd = x.std(axis=1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = x.mean(axis=1) / (sd / math.sqrt(total))
+    return bool(np.any((sd == 0.0) & (x.mean(axis=1) > 0)) or np.any(t[sd > 0] > crit))

@@ -36,10 +36,10 @@ class Measurement:
         return " ".join(words)
 
 
-def measure(command: list[str], timeout_s: float = 1800) -> Measurement:
+def measure(command: list[str], timeout_s: float = 1800, *, pin: bool = True) -> Measurement:
     m = Measurement(command=command)
     try:
-        proc = subprocess.run(PIN + command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+        proc = subprocess.run((PIN if pin else []) + command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
     except subprocess.TimeoutExpired:
         m.error = f"timed out after {timeout_s:.0f} s"
         return m
@@ -164,6 +164,21 @@ def main() -> int:
         out.append(f"FAILED: {m.error}")
     out += ["", f"Command: `{m.shown}` (not pinned to one core: Locust and the server it drives share the machine's cores). "
             "Reference: `python bench/ref_http.py`, one keep-alive connection sending back to back.", ""]
+    # --- the evaluation grid: process pool vs a local Ray -------------------------------------
+    m = measure([st, "bench", "grid", "--seeds", "1" if args.quick else "2", "--jobs", "2"], timeout_s=1800, pin=False)
+    out += ["## Evaluation grid: simulated tuner runs per second, process pool vs a local Ray", ""]
+    if m.result:
+        pool, ray = m.result.get("pool", {}), m.result.get("ray", {})
+        out += ["| engine | wall (s) | tuner runs/s | start-up (s) |", "|---|---:|---:|---:|",
+                f"| process pool (2 workers) | {pool.get('wall_s')} | {fmt(pool.get('tuner_runs_per_s'), 1)} | — |",
+                f"| local Ray (2 CPUs) | {ray.get('wall_s', '—')} | {fmt(ray.get('tuner_runs_per_s'), 1)} | "
+                f"{ray.get('start_s', '—')} |",
+                "", f"Ray over pool: {m.result.get('ray_over_pool', '—')} (>1: Ray faster); identical results: "
+                f"{m.result.get('same_results', '—')}; grid: `{json.dumps(m.result.get('grid'))}`."]
+    else:
+        failures.append(f"grid: {m.error}")
+        out.append(f"FAILED: {m.error}")
+    out += ["", f"Command: `{m.shown}` (not pinned: both engines use two worker processes).", ""]
     # --- the other inner loops: figures without an outside reference --------------------------
     out += ["## Other costs (no outside reference)", "",
             "Measured in the same run; each is what a user of that part pays, printed as the command gave it.", ""]

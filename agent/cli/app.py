@@ -120,7 +120,7 @@ from functions.cli import bench_functions  # noqa: E402
 app.add_typer(functions_app, name="functions", help="The function suite: list, invoke, serve, manifest, build, profile.")
 bench_app.command("functions", help="Function runtime: time to ready, per-request overhead, pod rendering.")(bench_functions)
 
-from agent.cli.bench import bench_agent  # noqa: E402
+from agent.cli.bench import bench_agent, bench_grid  # noqa: E402
 from agent.cli.evaluate import combine_command, evaluate_command  # noqa: E402
 from agent.cli.lab_table import lab_table_command  # noqa: E402
 from agent.cli.train import train_command  # noqa: E402
@@ -133,6 +133,8 @@ app.command("tune", help="One live tuning experiment on sim, local or kube (JSON
 app.command("lab-table", help="The paper's table on the embedded lab: live experiments per lab scenario and method.")(
     lab_table_command)
 bench_app.command("agent", help="Environment steps/s on the simulator, tuner overhead, policy inference.")(bench_agent)
+bench_app.command("grid", help="The evaluation grid's tuner runs per second on the process pool and a local Ray.")(
+    bench_grid)
 
 app.add_typer(bench_app, name="bench")
 

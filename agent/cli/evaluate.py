@@ -114,7 +114,10 @@ def evaluate_command(
     steps: int = typer.Option(10, min=1, max=10_000, help="Runs per experiment after the reference (T)."),
     oracle_runs: int = typer.Option(500, min=0, max=1_000_000, help="Runs of the oracle's search per scenario and seed (>= 500)."),
     metric: Metric = typer.Option(Metric.MEAN, help="Latency metric."),
-    jobs: int = typer.Option(2, min=1, max=256, help="Worker processes."),
+    jobs: int = typer.Option(2, min=1, max=256, help="Worker processes (with --ray auto: the local Ray's CPUs)."),
+    ray: str | None = typer.Option(None, "--ray", help="Run the tasks on Ray: 'auto' starts one on this machine, "
+                                   "HOST:PORT or ray://HOST:PORT joins a cluster (docs/ray.md). Default: a process "
+                                   "pool of --jobs workers."),
     seed_offset: int = typer.Option(0, min=0, max=2**31 - 1, help="First seed (a validation run on the training split uses an offset)."),
     oracle_only: bool = typer.Option(False, "--oracle-only", metavar="", help="Only compute and cache the oracle (DIR/oracle.json)."),
     sim_seed: int = typer.Option(-1, min=-1, max=2**32 - 1, help="Fix the simulator's seed (one objective per scenario; seeds then vary "
@@ -138,6 +141,10 @@ def evaluate_command(
     if json_out is not None and json_out.is_dir():
         raise AgentError(f"{json_out}: is a directory (--json names the summary file to write)")
     names = _scenario_names(split, scenarios, scenario)
+    if ray:  # reach the cluster before anything is written or started
+        from agent.compute import connect_ray
+
+        connect_ray(ray, num_cpus=jobs if ray == "auto" else None)
     policies = {} if oracle_only else _policies(policy, ablation, checkpoints)
     method_list = [] if oracle_only else [m for m in methods.split(",") if m]
     if noisy:
@@ -159,7 +166,10 @@ def evaluate_command(
     config = {"split": split, "command": "scoretune evaluate " + " ".join(argv_tail("evaluate"))}
     if noisy:
         config["noise_source"] = str(noise)
-    table = evaluate(names, seeds=seeds, out_dir=out, protocol=p, methods=method_list, policies=policies, jobs=jobs,
+    from agent.compute import Compute
+
+    table = evaluate(names, seeds=seeds, out_dir=out, protocol=p, methods=method_list, policies=policies,
+                     compute=Compute(jobs=jobs, ray=ray),
                      seed_offset=seed_offset, config=config,
                      on_done=lambda s, k, n: console.print(f"  {s}: done ({k}/{n})"))
     if oracle_only:

@@ -31,7 +31,6 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from agent.actions import ActionCodec, WeightSetting
+from agent.compute import Compute, run_tasks
 from agent.errors import AgentError
 from agent.evaluation.runner import oracle_runs, oracle_top, run_experiment
 from agent.evaluation.scoring import score
@@ -229,7 +229,7 @@ def evaluate(
     protocol: Protocol = Protocol(),
     methods: Sequence[str] = (),
     policies: Mapping[str, str] | None = None,
-    jobs: int = 1,
+    compute: Compute = Compute(),
     seed_offset: int = 0,
     objective_factory: ObjectiveFactory | None = None,
     config: Mapping[str, Any] | None = None,
@@ -263,23 +263,20 @@ def evaluate(
         return Task(s, seeds_, methods_, policies, p, cache.get(key))
 
     def run_all(tasks: list[Task]) -> list[dict[str, Any]]:
-        results: list[dict[str, Any]] = []
+        def progress(i: int, result: dict[str, Any]) -> None:
+            finished.append(i)
+            if on_done is not None:
+                on_done(result["scenario"], len(finished), len(tasks))
 
-        def done(result: dict[str, Any]) -> None:
-            results.append(result)
+        finished: list[int] = []
+        if objective_factory is not None:  # a test's objectives: not picklable, run here
+            results = [run_task(t, objective_factory) for t in tasks]
+        else:
+            results = run_tasks(run_task, tasks, compute, progress)
+        for result in results:  # in task order, whatever order they finished in
             for seed, value in result["oracle"].items():
                 if p.oracle_runs > 0:
                     cache[_oracle_key(p, result["scenario"], seed if p.sim_seed is None else p.sim_seed)] = value
-            if on_done is not None:
-                on_done(result["scenario"], len(results), len(tasks))
-
-        if jobs > 1 and objective_factory is None and len(tasks) > 1:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                for result in pool.map(run_task, tasks):
-                    done(result)
-        else:
-            for t in tasks:
-                done(run_task(t, objective_factory))
         if p.oracle_runs > 0:
             write_atomic(cache_path, json.dumps(cache, indent=1 if not p.exact else 2, sort_keys=True) + "\n")
         return results
@@ -296,9 +293,9 @@ def evaluate(
         tasks = [task(s, (seed,), all_methods) for s in scenarios for seed in seed_list]
     else:
         tasks = [task(s, seed_list, all_methods) for s in scenarios]
-    log.info("%s protocol: %d scenarios x %d seeds x %d budgets x %d methods, %d worker(s)",
+    log.info("%s protocol: %d scenarios x %d seeds x %d budgets x %d methods on %s",
              "noise-free" if p.exact else "noisy", len(scenarios), len(seed_list), len(p.all_budgets()),
-             len(all_methods), jobs)
+             len(all_methods), compute.describe())
     results = run_all(tasks)
     frame = score([row for r in results for row in r["rows"]], p.steps)
     table = write_tables(frame, out_dir, p.steps)

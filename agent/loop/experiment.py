@@ -52,7 +52,14 @@ from agent.loop.report import plot_tuning_curve, summary_markdown, time_spent
 from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_requests
 from agent.provenance import provenance
 from agent.rl.rewards import percent_improvement, reward
-from agent.stats import IMPROVEMENT, paired_improvement, run_health, verdict, welch_improvement
+from agent.stats import (
+    IMPROVEMENT,
+    can_still_improve,
+    paired_improvement,
+    run_health,
+    verdict,
+    welch_improvement,
+)
 from agent.tuners.applied import applied_setting, measured
 from agent.tuners.drive import drive
 from agent.tuners.protocol import Tuner
@@ -279,7 +286,7 @@ class Experiment:
             except (UnicodeDecodeError, json.JSONDecodeError):
                 saved = None  # written atomically, so only a hand-edited file; redo it
             if (isinstance(saved, dict) and saved.get("best_step") == best.step
-                    and len(saved.get("samples", [])) == self.config.confirm):
+                    and (len(saved.get("samples", [])) == self.config.confirm or saved.get("stopped_early"))):
                 return saved
         setting = best.weight_setting()
         confirm_dir = self.out_dir / "runs" / "confirm"
@@ -299,6 +306,9 @@ class Experiment:
             m, v = self._measure(setting, confirm_dir / f"cand-{r}", seed)
             cands.append(m)
             voided += v
+            if not can_still_improve([100.0 * (a - b) / a for a, b in zip(refs, cands, strict=True)],
+                                     self.config.confirm):
+                break  # no remaining pair can make it an improvement: the verdict is already known
         interval = paired_improvement(refs, cands)
         result = {
             "best_step": best.step,
@@ -310,6 +320,7 @@ class Experiment:
             "verdict": verdict(interval),
             "voided": voided,
             "seconds": {k: round(v, 3) for k, v in self._seconds.items()},
+            "stopped_early": len(cands) < self.config.confirm,
         }
         write_atomic(path, json.dumps(result, indent=2, sort_keys=True) + "\n")
         log.info("confirmation of step %d: %s -> %s", best.step, format_ci(interval.mean, interval.low, interval.high, unit=" %"),

@@ -69,6 +69,8 @@ class Args:
     total_timesteps: int = _doc("Environment steps (runs) to train for; one episode = `steps` runs.", default=6000)
     num_envs: int = _doc("Parallel environments (one process each with --vec subproc).", default=2)
     vec: str = _doc("subproc (SubprocVecEnv, parallel) or dummy (in-process, for tests).", default="subproc")
+    ray: str = _doc("Run the environment workers on Ray: 'auto' starts one on this machine, HOST:PORT or "
+                    "ray://HOST:PORT joins a cluster (docs/ray.md); empty = --vec.", default="")
     split: str = _doc("Scenario split to train on.", default="train")
     scenarios: str = _doc("Comma-separated scenario names to restrict training to (default: the whole split).", default="")
     generated: float = _doc("Share of training episodes on generated scenarios (testbed.generated), 0..1.", default=0.0)
@@ -239,6 +241,10 @@ def train(args: Args, sampler=None) -> Path:
         raise AgentError("--action lattice needs a categorical policy head: use --algo ppo or recurrent-ppo")
     check_args(args)
     lr = learning_rate(args)  # a bad --lr-schedule fails before any environment starts
+    if args.ray:  # so does a Ray that cannot be reached
+        from agent.compute import connect_ray
+
+        connect_ray(args.ray, num_cpus=args.num_envs if args.ray == "auto" else None)
     noise = load_noise(args)  # so does a bad --noise file
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -255,6 +261,11 @@ def train(args: Args, sampler=None) -> Path:
     elif noise is not None:
         sampler = _noisy(sampler, noise)
     vec_cls = SubprocVecEnv if args.vec == "subproc" and args.num_envs > 1 else DummyVecEnv
+    vec_kwargs: dict[str, Any] = {}
+    if args.ray:
+        from agent.rl.ray_vec_env import RayVecEnv
+
+        vec_cls, vec_kwargs = RayVecEnv, {"address": args.ray}
     env_kwargs = dict(steps=args.steps, reward_kind=args.reward, info=args.info, frame_stack=args.frame_stack,
                       incumbent=args.incumbent, action=args.action)
     venv = make_vec_env(
@@ -262,6 +273,7 @@ def train(args: Args, sampler=None) -> Path:
         n_envs=args.num_envs,
         seed=args.seed,
         vec_env_cls=vec_cls,
+        vec_env_kwargs=vec_kwargs,
     )
     if args.normalize_reward:  # reward scale only: observations are already unitless and bounded
         venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=args.gamma)

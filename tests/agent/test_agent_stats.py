@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 
 from agent.stats import (
@@ -60,3 +62,28 @@ def test_run_health():
     assert "late dispatches" in run_health({**good, "late_dispatches": 10})
     assert run_health({**good, "late_dispatches": 10}, HealthBounds(max_late_share=0.2)) is None
     assert "no requests" in run_health({"count": 0})
+
+
+def test_a_confirmation_stops_only_when_no_remaining_pair_can_make_it_an_improvement():
+    from agent.stats import can_still_improve, mean_ci
+
+    # three pairs: one difference at or below zero already rules an improvement out (max t = 2/sqrt(3) < 4.30)
+    assert not can_still_improve([-5.0], 3) and not can_still_improve([0.0], 3)
+    assert not can_still_improve([30.0, -1.0], 3)
+    assert can_still_improve([30.0], 3) and can_still_improve([30.0, 25.0], 3)
+    # with every pair in, it is the verdict itself
+    assert can_still_improve([30.0, 25.0, 28.0], 3) == (mean_ci([30.0, 25.0, 28.0]).low > 0)
+    assert not can_still_improve([30.0, 25.0, -40.0], 3)
+    # with many pairs left, one bad pair does not end it
+    assert can_still_improve([-5.0], 10)
+
+
+def test_the_futility_rule_never_stops_a_confirmation_that_would_have_succeeded():
+    from agent.stats import can_still_improve, mean_ci
+
+    rng = np.random.default_rng(7)
+    for _ in range(2000):
+        d = rng.normal(10.0, 15.0, 3)
+        succeeded = mean_ci(d).low > 0
+        stopped = any(not can_still_improve(d[:k], 3) for k in (1, 2))
+        assert not (succeeded and stopped), d
