@@ -26,8 +26,7 @@ $(STAMP): pyproject.toml
 
 $(RUN_STAMP): pyproject.toml
 	@test -f $(STAMP) || { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
-	  $(BIN)/python -m pip install --quiet --upgrade pip && $(BIN)/python -m pip install --quiet -e . && \
-	  rm -f $(VENV)/.installed-run-*; }
+	  $(BIN)/python -m pip install --quiet -e . && rm -f $(VENV)/.installed-run-*; }
 	@touch $@
 
 ## test: the fast suite (slow suites are behind the `slow` marker)

@@ -76,3 +76,9 @@ def metric_from_summary(summary: Mapping[str, Any], name: str, timeout_s: float 
     if failed / count > 1.0 - _Q[name] / 100.0 or value is None or not math.isfinite(value):
         return float(timeout_s)
     return float(value)
+
+
+def run_timeout_s(summary: Mapping[str, Any]) -> float:
+    """The client timeout a run's failed requests count at: the replay's, else the default (30 s)."""
+    replay = summary.get("backend_replay") or {}
+    return float(replay.get("timeout_s") or summary.get("timeout_s") or DEFAULT_TIMEOUT_S)

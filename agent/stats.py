@@ -22,6 +22,8 @@ IMPROVEMENT = "improvement"
 REGRESSION = "regression"
 NO_DIFFERENCE = "no significant difference"
 UNREPLICATED = "unreplicated"
+NOT_CONFIRMED = "not confirmed"
+"""A confirmation stopped once no remaining pair could make it an improvement (:func:`can_still_improve`)."""
 
 
 @dataclass(frozen=True)

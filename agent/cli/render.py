@@ -52,7 +52,13 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
     console.print(f"best profile: {compact_label(best_setting)}")
     ci = summary.get("improvement_ci_pct") or [None, None]
     conf = summary.get("confirmation") or {}
-    if conf.get("improvement_pct") is not None and conf.get("ci_low") is not None:
+    if conf.get("stopped_early"):
+        pairs = len(conf.get("samples", []))
+        console.print(f"Best step, unreplicated: {summary['improvement_pct']:+.1f} %; the paired confirmation stopped "
+                      f"after {pairs} pair(s) ({format_ci(conf['improvement_pct'], unit=' %')}): no remaining pair "
+                      "could make it an improvement")
+        headline = "not confirmed[/]"
+    elif conf.get("improvement_pct") is not None and conf.get("ci_low") is not None:
         # paired reruns measured the best profile again: that estimate is the one to report
         console.print(
             f"Best step, unreplicated: {summary['improvement_pct']:+.1f} %; paired confirmation "

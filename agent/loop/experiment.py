@@ -49,11 +49,12 @@ from agent.loop.config import (
 )
 from agent.loop.log import StepRecord, append_record, read_log, repair_log
 from agent.loop.report import plot_tuning_curve, summary_markdown, time_spent
-from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_requests
+from agent.metrics import metric_from_requests, run_timeout_s
 from agent.provenance import provenance
 from agent.rl.rewards import percent_improvement, reward
 from agent.stats import (
     IMPROVEMENT,
+    NOT_CONFIRMED,
     can_still_improve,
     paired_improvement,
     run_health,
@@ -66,12 +67,6 @@ from agent.tuners.protocol import Tuner
 from functions.atomic import write_atomic
 
 log = logging.getLogger(__name__)
-
-
-def _timeout_s(summary: dict[str, Any]) -> float:
-    """The client timeout failed requests count at: the replay's, else the default (30 s)."""
-    replay = summary.get("backend_replay") or {}
-    return float(replay.get("timeout_s") or summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
 
 
 StepCallback = Callable[[StepRecord, list[StepRecord]], None]
@@ -154,7 +149,7 @@ class Experiment:
             self._seconds["run"] = self._seconds.get("run", 0.0) + time.monotonic() - t1
             reason = run_health(result.summary, self.config.health)
             if reason is None:
-                return metric_from_requests(result.requests, self.config.metric, _timeout_s(result.summary)), voided
+                return metric_from_requests(result.requests, self.config.metric, run_timeout_s(result.summary)), voided
             if self.config.backend in DETERMINISTIC_BACKENDS:
                 # the simulator has no load generator to be unhealthy: the same inputs would fail
                 # the same way on every rerun, so say what is wrong instead of retrying
@@ -317,7 +312,7 @@ class Experiment:
             "improvement_pct": interval.mean,
             "ci_low": interval.low,
             "ci_high": interval.high,
-            "verdict": verdict(interval),
+            "verdict": NOT_CONFIRMED if len(cands) < self.config.confirm else verdict(interval),
             "voided": voided,
             "seconds": {k: round(v, 3) for k, v in self._seconds.items()},
             "stopped_early": len(cands) < self.config.confirm,
