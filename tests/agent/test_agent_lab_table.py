@@ -61,21 +61,22 @@ def test_methods_are_checked(tmp_path):
 
 
 def test_run_experiments_runs_each_missing_experiment_and_resumes_an_interrupted_one(tmp_path):
-    """Real ``scoretune tune`` processes (on the simulator, to be quick): every cell gets its
+    """Real ``scoretune tune`` processes (on the simulator, to be quick): a missing cell gets its
     experiment, a finished one is kept, an interrupted one is resumed, and the table is built."""
     from agent.evaluation.lab_table import run_experiments
 
+    write_experiment(tmp_path, "lab-small", "random", 0, applied=False)  # finished earlier
+    kept = (experiment_dir(tmp_path, "lab-small", "random", 0) / "summary.json").read_text()
     methods = [LabMethod("hill"), LabMethod("random")]
     kw = dict(steps=2, confirm=1, duration_s=5.0, backend="sim")
     run_experiments(tmp_path, ["lab-small"], methods, [0], **kw)
-    hill, rand = (experiment_dir(tmp_path, "lab-small", m, 0) for m in ("hill", "random"))
-    assert (hill / "summary.json").exists() and (rand / "summary.json").exists()
-    kept = (hill / "summary.json").stat().st_mtime_ns
-    (rand / "summary.json").unlink()  # interrupted after its last step: resumed, not rerun
-    steps_before = (rand / "experiment.jsonl").read_text()
+    hill = experiment_dir(tmp_path, "lab-small", "hill", 0)
+    assert (hill / "summary.json").exists() and len((hill / "experiment.jsonl").read_text().splitlines()) == 3
+    assert (experiment_dir(tmp_path, "lab-small", "random", 0) / "summary.json").read_text() == kept
+    (hill / "summary.json").unlink()  # interrupted after its last step: resumed, not rerun
+    steps_before = (hill / "experiment.jsonl").read_text()
     run_experiments(tmp_path, ["lab-small"], methods, [0], **kw)
-    assert (hill / "summary.json").stat().st_mtime_ns == kept
-    assert (rand / "summary.json").exists() and (rand / "experiment.jsonl").read_text() == steps_before
+    assert (hill / "summary.json").exists() and (hill / "experiment.jsonl").read_text() == steps_before
     frame = collect(tmp_path, ["lab-small"], ["hill", "random"], [0])
     assert list(frame["method"]) == ["hill", "random"] and frame["reference_s"].gt(0).all()
 
