@@ -52,12 +52,14 @@ def test_help_lists_the_choices_from_one_list() -> None:
         (("tune",), "--metric", METRICS),
         (("evaluate",), "--metric", METRICS),
         (("train",), "--metric", METRICS),
-        (("tune",), "--method", METHODS),
         (("train",), "--algo", ("ppo", "sac", "recurrent-ppo")),
         (("train",), "--action", ("box", "lattice")),
     ]:
         result = runner.invoke(app, [*path, "--help"], terminal_width=200)
         assert f"{flag} <{'|'.join(values)}>" in result.output, (path, flag)  # --help lists the choices
+    # --method has too many choices for its metavar: its help line lists them, from the same list
+    result = runner.invoke(app, ["tune", "--help"], terminal_width=200)
+    assert "--method METHOD" in result.output and ", ".join(METHODS) in " ".join(result.output.split())
 
 
 def test_an_unknown_choice_is_a_usage_error_naming_the_option() -> None:

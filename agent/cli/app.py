@@ -124,10 +124,13 @@ from agent.cli.bench import bench_agent, bench_grid  # noqa: E402
 from agent.cli.evaluate import combine_command, evaluate_command  # noqa: E402
 from agent.cli.lab_table import lab_table_command  # noqa: E402
 from agent.cli.train import train_command  # noqa: E402
+from agent.cli.transfer import transfer_prior_command  # noqa: E402
 from agent.cli.tune import tune_command  # noqa: E402
 
 app.command("train", help="Train a tuning policy (SB3 PPO/SAC) on the simulator.")(train_command)
 app.command("evaluate", help="Every method on every held-out scenario, or your own: results table and plots.")(evaluate_command)
+app.command("transfer-prior", help="The training tasks' relative latency per profile, for the transfer baselines.")(
+    transfer_prior_command)
 app.command("combine", help="One results table from several `evaluate` outputs, rescored together.")(combine_command)
 app.command("tune", help="One live tuning experiment on sim, local or kube (JSONL log, resume, best config).")(tune_command)
 app.command("lab-table", help="The paper's table on the embedded lab: live experiments per lab scenario and method.")(

@@ -15,7 +15,7 @@ from agent.errors import AgentError
 from agent.loop.backends import Backend
 from agent.metrics import Metric
 from agent.rl.artefacts import SHIPPED_POLICY
-from agent.tuners.factory import Method
+from agent.tuners.factory import METHODS, Method
 
 _RESUME_OPTIONS = {
     "backend": "--backend", "cluster": "--cluster", "workload": "--workload", "policy": "--policy",
@@ -119,8 +119,8 @@ class TuneArgs:
     workload: str = opt("Workload: a Parquet file, 'lab', or a scenario name.", "lab")
     policy: Path | None = opt("Tune with this trained policy (zip; its .json beside it), acting as its config's "
                                "`act` says (mean or sample) unless --method policy|policy-sample.", None)
-    method: Method | None = opt("Tune with a baseline instead (or, with --policy, policy-sample: draw from the "
-                                 "policy's Gaussian).", None)
+    method: Method | None = opt("Tune with a method instead of a policy, one of: " + ", ".join(METHODS) + " (with "
+                                "--policy, policy-sample draws from the policy's Gaussian).", None, metavar="METHOD")
     steps: int = opt("Runs after the reference (T). With --resume, more steps continue a finished experiment.", 10,
                       min=1, max=10_000)
     out: Path | None = opt("Experiment directory (log, runs, summary, best config).", None, short="-o")

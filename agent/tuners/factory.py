@@ -3,6 +3,7 @@
 The grammar of a method name:
 
 - a baseline: ``default``, ``equal``, ``random``, ``tpe``, ``gp``, ``cmaes``, ``hill``, ``gp-noisy``;
+  or one that uses the training tasks: ``learned-default``, ``ws-cmaes``, ``gp-warm`` (agent.tuners.transfer);
 - a policy: ``policy`` (its mean action) or ``policy-sample`` (draws from its distribution) with a
   policy file; in ``evaluate``, any name mapped to a policy file (``--ablation NAME=FILE``), where
   ``NAME:sample`` draws with the spread of its JSON and ``NAME:sample-stdX`` with X times it;
@@ -25,9 +26,11 @@ from agent.tuners.protocol import Tuner
 from agent.tuners.search import FixedTuner, HillClimber, OptunaTuner, RandomTuner
 
 BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill")
-METHODS = (*BASELINES, "policy", "policy-sample")
+TRANSFER_BASELINES = ("learned-default", "ws-cmaes", "gp-warm")
+"""Baselines that use the training tasks (agent.tuners.transfer): a learned tuner must beat these too."""
+METHODS = (*BASELINES, *TRANSFER_BASELINES, "policy", "policy-sample")
 """What ``scoretune tune --method`` takes."""
-NOISY_BASELINES = (*BASELINES, "gp-noisy")
+NOISY_BASELINES = (*BASELINES, *TRANSFER_BASELINES, "gp-noisy")
 """Every baseline: ``gp-noisy`` applies its posterior-mean recommendation, which only the
 evaluation asks a tuner for (the live loop confirms by reruns)."""
 
@@ -129,6 +132,14 @@ def _baseline(method: str, codec: ActionCodec, seed: int) -> Tuner:
         return NoisyGP(codec, seed)
     if method == "hill":
         return HillClimber(codec, seed)
+    if method in TRANSFER_BASELINES:
+        from agent.tuners import transfer
+
+        prior = transfer.TransferPrior.load(transfer.TRANSFER_PRIOR, codec)
+        build = {"learned-default": lambda: transfer.learned_default(prior, codec),
+                 "ws-cmaes": lambda: transfer.ws_cmaes(prior, codec, seed),
+                 "gp-warm": lambda: transfer.gp_warm(prior, codec, seed)}
+        return build[method]()
     raise AgentError(f"unknown method {method!r}; valid: {list(METHODS)}")
 
 

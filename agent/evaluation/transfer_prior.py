@@ -1,0 +1,79 @@
+"""``scoretune transfer-prior``: what the training tasks say about profiles, for the transfer baselines.
+
+Per training task (the training split's scenarios at simulator seed 0 and members of the generated
+families at seeds training draws from, never the held-out split or validation seeds), a TPE search
+of ``runs`` runs; the candidates are the default and equal weights and every task's ``top`` best
+profiles; every candidate is then run on every task, and its latency divided by the default
+weights' on that task is the prior (agent.tuners.transfer.TransferPrior). Tasks run as tasks of
+agent.compute (a process pool or Ray).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.actions import ActionCodec
+from agent.compute import Compute, run_tasks
+from agent.evaluation.runner import run_experiment
+from agent.provenance import provenance
+from agent.tuners.applied import measured
+from agent.tuners.search import OptunaTuner
+from agent.tuners.transfer import TransferPrior
+
+
+@dataclass(frozen=True)
+class _Search:
+    task: str
+    runs: int
+    top: int
+
+
+@dataclass(frozen=True)
+class _Score:
+    task: str
+    actions: tuple[tuple[float, ...], ...]
+
+
+def _search(job: _Search) -> list[list[float]]:
+    from agent.objectives.sim import scenario_objective
+
+    codec = ActionCodec()
+    objective = scenario_objective(job.task, 0)
+    settings, values = run_experiment(OptunaTuner("tpe", codec, seed=20_000, startup=max(10, job.runs // 5)),
+                                      objective, job.runs, codec)
+    best = sorted(measured(settings, values).values(), key=lambda e: e[1])[:job.top]
+    return [codec.encode(s).astype(float).round(6).tolist() for s, _, _ in best]
+
+
+def _score(job: _Score) -> list[float]:
+    from agent.objectives.sim import scenario_objective
+
+    codec = ActionCodec()
+    objective = scenario_objective(job.task, 0)
+    reference = objective(codec.reference())
+    return [objective(codec.decode(np.asarray(a, dtype=np.float32))) / reference for a in job.actions]
+
+
+def training_tasks(generated: int) -> list[str]:
+    """The training split and the first ``generated`` members of each generated family."""
+    from agent.objectives.sim import split_names
+
+    return [*split_names("train"), *(f"gen-{k}" for k in range(generated)), *(f"gentrace-{k}" for k in range(generated))]
+
+
+def build_prior(tasks: Sequence[str], *, runs: int = 60, top: int = 5, compute: Compute = Compute(),
+                command: str = "") -> TransferPrior:
+    codec = ActionCodec()
+    found = run_tasks(_search, [_Search(t, runs, top) for t in tasks], compute)
+    pool: dict[tuple[float, ...], None] = {tuple(codec.reference_action().astype(float).round(6)): None,
+                                           tuple(codec.encode(codec.equal()).astype(float).round(6)): None}
+    for actions in found:
+        for a in actions:
+            pool.setdefault(tuple(a), None)
+    candidates = tuple(pool)
+    columns = run_tasks(_score, [_Score(t, candidates) for t in tasks], compute)
+    return TransferPrior(np.asarray(candidates, dtype=np.float32), np.asarray(columns, dtype=np.float64).T,
+                         list(tasks), {"runs": runs, "top": top, "command": command, **provenance()})
