@@ -61,10 +61,11 @@ class LabMethod:
             return cls(name, file)
         if text == "policy":
             return cls("policy", str(shipped))
-        from agent.tuners.factory import BASELINES
+        from agent.tuners.factory import BASELINES, TRANSFER_BASELINES
 
-        if text not in BASELINES:
-            raise AgentError(f"--methods: {text!r} is not a baseline ({', '.join(BASELINES)}), 'policy' or NAME=FILE")
+        valid = (*BASELINES, *TRANSFER_BASELINES)
+        if text not in valid:
+            raise AgentError(f"--methods: {text!r} is not a baseline ({', '.join(valid)}), 'policy' or NAME=FILE")
         return cls(text)
 
     def tune_args(self) -> list[str]:

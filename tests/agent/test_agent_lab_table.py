@@ -87,3 +87,10 @@ def test_a_failed_experiment_stops_the_table_saying_how_to_resume(tmp_path):
     with pytest.raises(AgentError, match="exited with 1; rerun the same command to resume it"):
         run_experiments(tmp_path, ["no-such-cluster"], [LabMethod("hill")], [0], steps=1, confirm=1, duration_s=5.0,
                         backend="sim")
+
+
+def test_the_transfer_baselines_are_lab_table_methods(tmp_path):
+    for name in ("learned-default", "ws-cmaes", "gp-warm"):
+        assert LabMethod.parse(name, tmp_path / "p.zip").tune_args() == ["--method", name]
+    with pytest.raises(AgentError, match="gp-warm"):  # the message lists them
+        LabMethod.parse("nope", tmp_path / "p.zip")
