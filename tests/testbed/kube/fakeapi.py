@@ -50,6 +50,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -700,3 +701,17 @@ def make_backend(fake: FakeKube, **timeouts: float) -> KubeBackend:
     base.update(timeouts)
     return KubeBackend(api_client=client.ApiClient(cfg), functions=list(fake.functions), ingress_url=fake.url,
                        timeouts=KubeTimeouts(**base), start_lead_s=1.5)
+
+
+def write_kubeconfig(fake: FakeKube, directory: Path) -> Path:
+    """A kubeconfig whose current context points at ``fake`` (token auth), as a user's would."""
+    import yaml
+
+    path = Path(directory) / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
+        "clusters": [{"name": "lab", "cluster": {"server": fake.url}}],
+        "users": [{"name": "admin", "user": {"token": "t"}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
+    }))
+    return path

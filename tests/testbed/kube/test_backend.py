@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from fakeapi import make_backend, squeeze
+from fakeapi import make_backend, squeeze, write_kubeconfig
 
 from loadgen.workload import make_workload
 from testbed.backend import Backend
@@ -454,24 +454,13 @@ def test_default_profile_renders_for_the_second_scheduler():
     assert [p["schedulerName"] for p in doc["profiles"]] == ["scoretune-scheduler"]
 
 
-def _kubeconfig(fake, tmp_path):
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "clusters": [{"name": "lab", "cluster": {"server": fake.url}}],
-        "users": [{"name": "admin", "user": {"token": "t"}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
-    }))
-    return path
-
-
 def test_cli_status_reports_the_scheduler_and_the_functions(fake, tmp_path):
     from typer.testing import CliRunner
 
     from agent.cli import app
 
     fake.add_function_pod("fn-b")
-    result = CliRunner().invoke(app, ["kube", "status", "--kubeconfig", str(_kubeconfig(fake, tmp_path))])
+    result = CliRunner().invoke(app, ["kube", "status", "--kubeconfig", str(write_kubeconfig(fake, tmp_path))])
     assert result.exit_code == 0, result.output + str(result.exception)
     status = json.loads(result.output[result.output.index("{"):])
     sched = status["scheduler"]
@@ -484,13 +473,13 @@ def test_cli_status_reports_the_scheduler_and_the_functions(fake, tmp_path):
     assert status["functions"]["fn-b"]["pods"] == 1
 
 
-def test_cli_apply_rolls_the_lab_scheduler_through_a_kubeconfig(fake, tmp_path):
+def test_cli_apply_rolls_the_lab_scheduler_through_awrite_kubeconfig(fake, tmp_path):
     from typer.testing import CliRunner
 
     from agent.cli import app
     from testbed.scheduler.config import SchedulerConfig, config_to_dict
 
-    kubeconfig = _kubeconfig(fake, tmp_path)
+    kubeconfig = write_kubeconfig(fake, tmp_path)
     config = tmp_path / "best-scheduler-config.yaml"
     config.write_text(yaml.safe_dump(config_to_dict(SchedulerConfig(profiles=(BINPACK,)))))
     result = CliRunner().invoke(app, ["kube", "apply", "--config", str(config), "--kubeconfig", str(kubeconfig)])

@@ -8,8 +8,7 @@ import json
 
 import numpy as np
 import pytest
-import yaml
-from fakeapi import squeeze
+from fakeapi import squeeze, write_kubeconfig
 from typer.testing import CliRunner
 
 from agent.cli import app
@@ -22,13 +21,7 @@ DEP = "/apis/apps/v1/namespaces/kube-system/deployments/scoretune-scheduler"
 @pytest.mark.slow
 def test_tune_backend_kube_runs_the_loop(fake, tmp_path):
     fake.drain_after = 1  # the functions are back at zero whenever reset() looks
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "clusters": [{"name": "lab", "cluster": {"server": fake.url}}],
-        "users": [{"name": "admin", "user": {"token": "t"}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
-    }))
+    kubeconfig = write_kubeconfig(fake, tmp_path)
     write_workload(make_workload(np.linspace(0.0, 1.0, 10), ["fn-a", "fn-b"] * 5, metadata={"name": "e2e"}),
                    tmp_path / "w.parquet")
     out = tmp_path / "out"
@@ -49,24 +42,13 @@ def test_tune_backend_kube_runs_the_loop(fake, tmp_path):
     assert all(cm["immutable"] is True for cm in fake.configmaps.values())
 
 
-def _kubeconfig(fake, tmp_path):
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "clusters": [{"name": "lab", "cluster": {"server": fake.url}}],
-        "users": [{"name": "admin", "user": {"token": "t"}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
-    }))
-    return path
-
-
 def test_cold_nodes_of_tune_reach_the_kube_backends_reset(fake, tmp_path):
     """``tune --cold-nodes``'s stored options build the backend whose reset() empties exactly those
     nodes' function-image caches (the fake kubelet's), and fills every other node's."""
     from agent.loop.backends import KubeOptions, make_backend
 
     fake.drain_after = 1
-    options = KubeOptions(kubeconfig=str(_kubeconfig(fake, tmp_path)), ingress_url=fake.url, cold_nodes=["node-2"])
+    options = KubeOptions(kubeconfig=str(write_kubeconfig(fake, tmp_path)), ingress_url=fake.url, cold_nodes=["node-2"])
     backend = make_backend("kube", None, kube=options)
     try:
         images = {f"registry.example.com/scoretune/{fn}:0.1.0" for fn in ("fn-a", "fn-b")}  # the fake lab's
