@@ -125,17 +125,18 @@ class World:
     noise: Mapping[str, float] = field(default_factory=lambda: {"noise_cv": 0.0, "lab_cv": 0.0, "seed_cv": 0.0})
 
 
-def _objective_seed(task: Task, seed: int) -> int:
-    return seed if task.protocol.sim_seed is None else task.protocol.sim_seed
+def _objective_seed(p: Protocol, seed: int) -> int:
+    """The simulator seed of seed ``seed``'s objective (noise-free): the seed, or ``--sim-seed``."""
+    return seed if p.sim_seed is None else p.sim_seed
 
 
 def _exact_world(task: Task, seed: int, factory: ObjectiveFactory, codec: ActionCodec) -> World:
     p = task.protocol
-    objective = factory(task.scenario, _objective_seed(task, seed), p.metric)
+    objective = factory(task.scenario, _objective_seed(task.protocol, seed), p.metric)
     if task.oracle_known is not None:
         oracle = float(task.oracle_known)
     elif p.oracle_runs > 0:
-        oracle = min(oracle_runs(objective, codec, p.oracle_runs, _objective_seed(task, seed))[1])
+        oracle = min(oracle_runs(objective, codec, p.oracle_runs, _objective_seed(task.protocol, seed))[1])
     else:
         oracle = math.inf
     return World(lambda s, b: objective, objective, oracle, oracle, dict(objective.context()))
@@ -259,7 +260,7 @@ def evaluate(
     seed_list = tuple(range(seed_offset, seed_offset + seeds))
 
     def task(s: str, seeds_: tuple[int, ...], methods_: tuple[str, ...]) -> Task:
-        key = _oracle_key(p, s, _objective_seed(Task(s, (), (), {}, p), seeds_[0]) if p.exact else 0)
+        key = _oracle_key(p, s, _objective_seed(p, seeds_[0]))
         return Task(s, seeds_, methods_, policies, p, cache.get(key))
 
     def run_all(tasks: list[Task]) -> list[dict[str, Any]]:
@@ -276,7 +277,7 @@ def evaluate(
         for result in results:  # in task order, whatever order they finished in
             for seed, value in result["oracle"].items():
                 if p.oracle_runs > 0:
-                    cache[_oracle_key(p, result["scenario"], seed if p.sim_seed is None else p.sim_seed)] = value
+                    cache[_oracle_key(p, result["scenario"], _objective_seed(p, seed))] = value
         if p.oracle_runs > 0:
             write_atomic(cache_path, json.dumps(cache, indent=1 if not p.exact else 2, sort_keys=True) + "\n")
         return results
