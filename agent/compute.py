@@ -11,9 +11,11 @@ every engine. On Ray a task whose worker dies (a lost node, a killed process) is
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -90,7 +92,8 @@ def connect_ray(address: str, *, num_cpus: int | None = None) -> Any:
         if address == LOCAL_RAY:
             ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
         else:
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+            with _quiet_stderr():  # Ray's C++ client prints its retries there; our line says what failed
+                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as err:
         first = (str(err).strip().splitlines() or [""])[0][:200]
         raise AgentError(f"--ray {address}: cannot start or join Ray ({type(err).__name__}: {first})") from None
@@ -125,3 +128,17 @@ def _ray_map(fn: Callable[[T], R], tasks: Sequence[T], compute: Compute, finishe
             except ray.exceptions.RayError as err:  # retries spent, the cluster gone
                 raise AgentError(f"Ray lost a task after {RAY_RETRIES} retries ({type(err).__name__})") from None
             finished(index[ref], result)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 sent to /dev/null for the block (C++ code writes there, not to sys.stderr)."""
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

@@ -112,25 +112,13 @@ def write_schedule(workload: Workload, directory: Path, urls: list[str], hosts: 
     return path
 
 
-def records_epoch(records_dir: Path) -> float | None:
-    """The Unix time of t = 0 the load processes used (the earliest a records file reports; they
-    share one epoch), or None when no file says (records of older locustfiles)."""
-    epochs = []
-    for path in records_dir.glob("records-*.json"):
-        try:
-            value = json.loads(path.read_text()).get("epoch")
-        except (OSError, ValueError):
-            continue
-        if isinstance(value, int | float) and value > 0:
-            epochs.append(float(value))
-    return min(epochs) if epochs else None
-
-
-def merge_records(workload: Workload, records_dir: Path) -> tuple[pd.DataFrame, int]:
+def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | None = None
+                  ) -> tuple[pd.DataFrame, int]:
     """The requests table: one row per scheduled request, filled from every ``records-*.json``.
 
     Returns the table and how many scheduled requests no load process reported (those are
-    ``error`` with ``sent_s`` null and the error :data:`UNREPORTED`)."""
+    ``error`` with ``sent_s`` null and the error :data:`UNREPORTED`). ``epochs`` collects the Unix
+    time of t = 0 each file reports (records of older locustfiles report none)."""
     n = len(workload)
     sent = np.full(n, np.nan)
     finished = np.full(n, np.nan)
@@ -142,6 +130,8 @@ def merge_records(workload: Workload, records_dir: Path) -> tuple[pd.DataFrame, 
     seen = np.zeros(n, dtype=bool)
     for path in sorted(records_dir.glob("records-*.json")):
         rec = json.loads(path.read_text())
+        if epochs is not None and isinstance(rec.get("epoch"), int | float) and rec["epoch"] > 0:
+            epochs.append(float(rec["epoch"]))
         rid = np.asarray(rec["request_id"], dtype=np.int64)
         if rid.size == 0:
             continue
@@ -291,7 +281,8 @@ def replay(
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    requests, unsent = merge_records(workload, work)
+    epochs: list[float] = []
+    requests, unsent = merge_records(workload, work, epochs)
     if unsent and failure is None:
         failure = f"{unsent} scheduled request(s) never reported by the load generator (see {work}/*.log)"
     if failure:
@@ -305,7 +296,7 @@ def replay(
             "remote_workers": remote_workers,
             "wall_s": round(time.time() - t0, 3),
             "unreported": unsent,
-            "start_epoch": records_epoch(work),
+            "start_epoch": min(epochs) if epochs else None,  # the load processes share one epoch
         },
         "workload": {k: workload.metadata.get(k) for k in ("name", "source", "seed", "file", "duration_s")
                      if k in workload.metadata},

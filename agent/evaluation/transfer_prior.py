@@ -17,10 +17,8 @@ import numpy as np
 
 from agent.actions import ActionCodec
 from agent.compute import Compute, run_tasks
-from agent.evaluation.runner import run_experiment
+from agent.evaluation.runner import oracle_top
 from agent.provenance import provenance
-from agent.tuners.applied import measured
-from agent.tuners.search import OptunaTuner
 from agent.tuners.transfer import TransferPrior
 
 
@@ -38,14 +36,12 @@ class _Score:
 
 
 def _search(job: _Search) -> list[list[float]]:
+    """The task's ``top`` best profiles of a TPE search (the oracle's search, tuner seed 20 000)."""
     from agent.objectives.sim import scenario_objective
 
     codec = ActionCodec()
-    objective = scenario_objective(job.task, 0)
-    settings, values = run_experiment(OptunaTuner("tpe", codec, seed=20_000, startup=max(10, job.runs // 5)),
-                                      objective, job.runs, codec)
-    best = sorted(measured(settings, values).values(), key=lambda e: e[1])[:job.top]
-    return [codec.encode(s).astype(float).round(6).tolist() for s, _, _ in best]
+    best = oracle_top(scenario_objective(job.task, 0), codec, job.runs, seed=10_000, top=job.top)
+    return [codec.encode(s).astype(float).round(6).tolist() for s in best]
 
 
 def _score(job: _Score) -> list[float]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,7 +132,3 @@ def ws_cmaes(prior: TransferPrior, codec: ActionCodec, seed: int) -> OptunaTuner
     tuner.name = "ws-cmaes"
     return tuner
 
-
-def best_of(prior: TransferPrior, order: Sequence[int]) -> float:
-    """Mean over tasks of the best relative latency among candidates ``order`` (for reports)."""
-    return float(prior.relative[list(order)].min(axis=0).mean())
