@@ -41,6 +41,8 @@ LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 FUNCTION_HEADER = "X-Scoretune-Function"
 STARTUP_ALLOWANCE_S = 60.0
 """How long Locust may take to start and connect its workers before the run counts as failed."""
+WORKERS_WAIT_S = 60.0
+"""How long a master waits for its workers by default: a worker service restarts within seconds."""
 UNREPORTED = "never reported by the load generator"
 """The ``error`` of a scheduled request no load process recorded (it died, was killed, never started)."""
 
@@ -167,7 +169,7 @@ def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | N
 
 
 def _command(role: str, *, users: int, run_time_s: float, stop_timeout_s: float, port: int, workers: int,
-             bind_host: str = "127.0.0.1") -> list[str]:
+             bind_host: str = "127.0.0.1", workers_wait_s: float = WORKERS_WAIT_S) -> list[str]:
     locust = shutil.which("locust", path=str(Path(sys.executable).parent)) or "locust"
     cmd = [locust, "-f", str(LOCUSTFILE), "--headless", "--loglevel", "WARNING"]
     if role == "worker":
@@ -176,8 +178,16 @@ def _command(role: str, *, users: int, run_time_s: float, stop_timeout_s: float,
             "--stop-timeout", f"{int(np.ceil(stop_timeout_s))}", "--exit-code-on-error", "0"]
     if role == "master":
         cmd += ["--master", "--expect-workers", str(workers), "--master-bind-host", bind_host,
-                "--master-bind-port", str(port)]
+                "--master-bind-port", str(port), "--expect-workers-max-wait", str(max(1, int(np.ceil(workers_wait_s))))]
     return cmd
+
+
+def _gave_up_waiting(master_log: Path) -> bool:
+    """Locust's master logs this and exits when ``--expect-workers-max-wait`` runs out."""
+    try:
+        return "Gave up waiting for workers to connect" in master_log.read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def replay(
@@ -194,6 +204,7 @@ def replay(
     remote_workers: int = 0,
     master_bind_host: str = "127.0.0.1",
     master_port: int | None = None,
+    workers_wait_s: float = WORKERS_WAIT_S,
 ) -> RunResult:
     """Replay ``workload`` open loop against ``targets`` and write a run directory to ``out_dir``.
 
@@ -211,6 +222,12 @@ def replay(
         ``locust -f loadgen/locustfile.py --worker --master-host <this host> --master-port <master_port>``
         and gets the plan from the master (clocks must be synchronised). Needs ``master_bind_host``
         set to an address they can reach and a fixed ``master_port``.
+    workers_wait_s: the longest the master waits for all its workers to connect; a worker that
+        does not come is a failed run naming it, never a hang.
+
+    A worker that connected but sent no records (it died, lost the network, or its clock put its
+    requests outside the run) fails the run too, naming its index: its slice of the schedule is
+    unreported, so the run is not scored (``agent.stats.run_health`` voids it).
 
     Returns the RunResult; a load generator that failed gives ``result.failed`` with the reason in
     ``summary["failure"]`` (never an exception after the schedule was handed to Locust).
@@ -236,7 +253,7 @@ def replay(
     schedule = write_schedule(workload, work, urls, hosts, functions, concurrency=concurrency)
     duration = workload.duration_s
     run_time = duration + timeout_s + 15.0
-    deadline_s = run_time + STARTUP_ALLOWANCE_S
+    deadline_s = run_time + STARTUP_ALLOWANCE_S + (workers_wait_s if total_workers else 0.0)
     env = dict(os.environ)
     env.update(
         SCORETUNE_SCHEDULE=str(schedule), SCORETUNE_RECORDS_DIR=str(work), SCORETUNE_TIMEOUT_S=repr(float(timeout_s)),
@@ -252,7 +269,7 @@ def replay(
         for i, (role, users) in enumerate(roles):
             log = open(work / f"{role}-{i}.log", "wb")  # the child keeps its own descriptor
             cmd = _command(role, users=users, run_time_s=run_time, stop_timeout_s=timeout_s + 10,
-                           port=port, workers=total_workers, bind_host=master_bind_host)
+                           port=port, workers=total_workers, bind_host=master_bind_host, workers_wait_s=workers_wait_s)
             try:
                 procs.append((role, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)))
             except OSError as err:
@@ -274,6 +291,10 @@ def replay(
                 except subprocess.TimeoutExpired:
                     failure = failure or f"locust {role} did not exit"
             rcs = [p.returncode for _, p in procs_to_wait]
+            if failure is None and total_workers and _gave_up_waiting(work / "master-0.log"):
+                failure = (f"not all {total_workers} Locust workers connected within {workers_wait_s:.0f} s "
+                           f"({workers} local, {remote_workers} remote on {master_bind_host}:{port}): check the "
+                           "worker services on the load generators (docs/lab.md)")
             if failure is None and any(rc not in (0, None) for rc in rcs):
                 failure = f"locust exited with status {rcs} (see {work}/*.log)"
     finally:
@@ -283,6 +304,11 @@ def replay(
                 p.wait()
     epochs: list[float] = []
     requests, unsent = merge_records(workload, work, epochs)
+    if total_workers and failure is None:
+        silent = sorted(set(range(total_workers)) - {int(p.stem.split("-")[1]) for p in work.glob("records-*.json")})
+        if silent:
+            failure = (f"Locust worker(s) {', '.join(map(str, silent))} of {total_workers} sent no records: a worker "
+                       f"dropped out of the run, so {unsent} request(s) are unreported")
     if unsent and failure is None:
         failure = f"{unsent} scheduled request(s) never reported by the load generator (see {work}/*.log)"
     if failure:

@@ -9,6 +9,13 @@ class TestbedError(ScoretuneError):
     __test__ = False  # not a pytest class, despite the name
 
 
+class LabFault(TestbedError):
+    """The lab could not be brought to the state a run must start from (a node's image cache, a
+    node's health, a scheduler rollout, the load generators): not the profile's doing and often
+    passing, so the tuning loop voids the step and retries it (bounded) instead of ending the
+    experiment on it."""
+
+
 class ConfigError(InputError):
     """An invalid KubeSchedulerConfiguration or profile; names the file and the field path."""
 
@@ -24,4 +31,5 @@ class InfeasibleClusterError(ClusterSpecError):
     caller must not retry it (the tuning loop stops on it rather than voiding the trial)."""
 
 
-__all__ = ["ClusterSpecError", "ConfigError", "InfeasibleClusterError", "InputError", "ScoretuneError", "TestbedError"]
+__all__ = ["ClusterSpecError", "ConfigError", "InfeasibleClusterError", "InputError", "LabFault", "ScoretuneError",
+           "TestbedError"]

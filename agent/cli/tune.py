@@ -23,6 +23,8 @@ _RESUME_OPTIONS = {
     "max_reruns": "--max-reruns", "confirm": "--confirm", "max_dispatch_lag_p99_s": "--max-dispatch-lag-s",
     "max_late_share": "--max-late-share", "kubeconfig": "--kubeconfig", "context": "--context",
     "namespace": "--namespace", "ingress_url": "--ingress-url", "cold_nodes": "--cold-nodes",
+    "remote_workers": "--remote-workers", "master_bind_host": "--master-bind-host", "master_port": "--master-port",
+    "workers_wait_s": "--workers-wait-s", "fault_wait_s": "--fault-wait-s",
 }
 """Config field (or backend option) -> the ``tune`` option that sets it, for resume errors."""
 
@@ -68,7 +70,7 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
     for name in ("backend", "metric", "method"):
         if name in given:
             overrides[name] = values[name]
-    for name in ("steps", "repeats", "seed", "max_reruns"):
+    for name in ("steps", "repeats", "seed", "max_reruns", "fault_wait_s"):
         if name in given:
             overrides[name] = values[name]
     if "confirm" in given and values["confirm"] >= 0:
@@ -87,7 +89,8 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
     if "max_late_share" in given:
         health = dataclasses.replace(health, max_late_share=values["max_late_share"])
     overrides["health"] = HealthBounds(**dataclasses.asdict(health))
-    kube = {k: values[k] for k in ("kubeconfig", "context", "namespace", "ingress_url") if k in given}
+    kube = {k: values[k] for k in ("kubeconfig", "context", "namespace", "ingress_url", "remote_workers",
+                                   "master_bind_host", "master_port", "workers_wait_s") if k in given}
     if "cold_nodes" in given:
         kube["cold_nodes"] = _node_names(values["cold_nodes"])
     if kube:
@@ -145,6 +148,17 @@ class TuneArgs:
     ingress_url: str | None = opt("kube: Kourier's address, e.g. http://10.0.0.11:31080.", None)
     cold_nodes: str | None = opt("kube: nodes (comma-separated) whose function-image cache is purged before "
                                   "every step; the others hold every image.", None)
+    remote_workers: int = opt("kube: Locust workers on the other load generators (ansible/loadgen.yml) the master "
+                               "waits for before every run.", 0, min=0, max=1000)
+    master_bind_host: str = opt("kube: address the Locust master listens on; with --remote-workers, this host's "
+                                 "address on the lab network.", "127.0.0.1")
+    master_port: int = opt("kube: the Locust master's port (the workers' locust_loadgen_master_port).", 5557,
+                            min=1, max=65535)
+    workers_wait_s: float = opt("kube: how long the master waits for every worker before the run is void (s).", 60.0,
+                                 callback=finite(1.0, 3600.0))
+    fault_wait_s: float = opt("Wait this long after the lab failed to prepare a step (node not Ready, cache purge, "
+                               "rollout) before retrying it; --max-reruns bounds the retries.", 30.0,
+                               callback=finite(0.0, 3600.0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,6 +197,20 @@ def _node_names(text: str | None) -> list[str]:
     return names
 
 
+def _address(text: str) -> str:
+    """``--master-bind-host``: an IP address (``0.0.0.0`` listens on every interface) or a host name."""
+    import ipaddress
+    import re
+
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        if re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}"
+                        r"[A-Za-z0-9])?)*", text):
+            return text
+    raise AgentError(f"--master-bind-host: {text!r} is not an IP address or a host name")
+
+
 def tune_config(args: TuneArgs, given: set[str]) -> Any:
     """A new experiment's :class:`agent.loop.config.ExperimentConfig` from the options (``given``: the
     ones typed on the command line), every contradiction an :class:`AgentError` naming the option."""
@@ -207,9 +235,12 @@ def tune_config(args: TuneArgs, given: set[str]) -> Any:
         method=method or "policy", backend=args.backend, cluster=args.cluster, workload=args.workload,
         steps=args.steps, metric=args.metric, repeats=args.repeats, seed=args.seed,
         policy=str(policy) if policy else None, max_reruns=args.max_reruns, confirm=max(args.confirm, 0),
+        fault_wait_s=args.fault_wait_s,
         health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),
-        backend_options=dataclasses.asdict(KubeOptions(args.kubeconfig, args.context, args.namespace, args.ingress_url,
-                                                       cold_nodes=_node_names(args.cold_nodes)))
+        backend_options=dataclasses.asdict(KubeOptions(
+            args.kubeconfig, args.context, args.namespace, args.ingress_url, cold_nodes=_node_names(args.cold_nodes),
+            remote_workers=args.remote_workers, master_bind_host=_address(args.master_bind_host),
+            master_port=args.master_port, workers_wait_s=args.workers_wait_s))
         if args.backend == "kube" else {},
     ).with_absolute_paths()
 

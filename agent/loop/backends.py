@@ -41,6 +41,14 @@ class KubeOptions:
     cold_nodes: list[str] = field(default_factory=list)
     """Nodes whose function-image cache ``reset()`` purges before every step; every other node
     holds every function image (:class:`testbed.kube.backend.ImageState`)."""
+    remote_workers: int = 0
+    """Locust workers on other load-generator hosts the master waits for before every run."""
+    master_bind_host: str = "127.0.0.1"
+    """Where the Locust master listens: an address of this host the workers reach (remote workers)."""
+    master_port: int = 5557
+    """The master's port (the locust_loadgen role's ``locust_loadgen_master_port``)."""
+    workers_wait_s: float = 60.0
+    """How long the master waits for the workers before a run counts as failed (void, rerun)."""
 
 
 def resolve_workload(workload: str, *, seed: int = 0) -> tuple[Any, str | None]:
@@ -79,7 +87,9 @@ def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | 
         from testbed.kube.backend import ImageState
 
         return KubeBackend(kubeconfig=k.kubeconfig, context=k.context, namespace=k.namespace, ingress_url=k.ingress_url,
-                           image_state=ImageState(cold_nodes=tuple(k.cold_nodes)))
+                           image_state=ImageState(cold_nodes=tuple(k.cold_nodes)), remote_workers=k.remote_workers,
+                           master_bind_host=k.master_bind_host, master_port=k.master_port,
+                           workers_wait_s=k.workers_wait_s)
     raise AgentError(f"unknown backend {name!r}; valid: {list(BACKENDS)}")
 
 

@@ -55,6 +55,10 @@ class ExperimentConfig:
     confirm: int = 0
     """After the T steps, rerun the best profile this many times, each paired with a reference run,
     to judge it beyond the noise before applying it (measured backends, ``repeats == 1``)."""
+    fault_wait_s: float = 30.0
+    """How long to wait after the lab failed to prepare a step (a node not Ready, a cache that
+    would not purge, a rollout rolled back: testbed.errors.LabFault) before trying it again; at
+    most ``max_reruns`` retries, like a void run."""
     backend_options: dict[str, Any] = field(default_factory=dict)
     """How the backend was constructed beyond its name (the kube connection); kept for resume."""
 
@@ -93,6 +97,9 @@ class ExperimentConfig:
             raise AgentError(f"unknown metric {self.metric!r}; valid: {', '.join(METRICS)}")
         if self.reward not in REWARDS:
             raise AgentError(f"unknown reward {self.reward!r}; valid: {list(REWARDS)}")
+        wait = self.fault_wait_s
+        if isinstance(wait, bool) or not (isinstance(wait, int | float) and math.isfinite(wait) and 0 <= wait <= 3600):
+            raise AgentError(f"fault_wait_s must be a number of seconds in [0, 3600], got {wait!r}")
         lag, late = self.health.max_dispatch_lag_p99_s, self.health.max_late_share
         if not (isinstance(lag, int | float) and math.isfinite(lag) and lag > 0):
             raise AgentError(f"max_dispatch_lag_p99_s must be a positive number of seconds, got {lag!r}")

@@ -10,8 +10,8 @@ finished step is repeated and none is lost.
 Noise: each step runs its profile ``repeats`` times. With ``repeats > 1`` every candidate run is
 paired with a reference run made right before it (same seed), and the step's improvement is a
 paired Student-t interval (agent.stats). A run whose load generator was unhealthy (dispatch lag
-beyond a bound, or a failed run) is void: it is rerun, up to ``max_reruns`` times, and never
-scored.
+beyond a bound, or a failed run), or a step the lab could not prepare (testbed.errors.LabFault,
+retried after ``fault_wait_s``), is void: retried up to ``max_reruns`` times, never scored.
 
 The profile applied at the end is the tuner's own choice (:func:`agent.tuners.applied.applied_setting`,
 the rule the evaluation scores: the lowest mean measurement, or the tuner's recommendation),
@@ -65,10 +65,9 @@ from agent.tuners.applied import applied_setting, measured
 from agent.tuners.drive import drive
 from agent.tuners.protocol import Tuner
 from functions.atomic import write_atomic
+from testbed.errors import LabFault
 
 log = logging.getLogger(__name__)
-
-
 StepCallback = Callable[[StepRecord, list[StepRecord]], None]
 StartCallback = Callable[[int, WeightSetting], None]
 
@@ -134,40 +133,41 @@ class Experiment:
     def _measure(self, setting: WeightSetting, run_dir: Path, seed: int) -> tuple[float, list[dict[str, str]]]:
         profile = setting.to_profile()
         voided: list[dict[str, str]] = []
+        add = lambda key, t: self._seconds.__setitem__(key, self._seconds.get(key, 0.0) + t)  # noqa: E731
         for attempt in range(self.config.max_reruns + 1):
             if run_dir.exists():
                 shutil.rmtree(run_dir)
             t0 = time.monotonic()
-            self.backend.reset()
-            self.backend.apply(profile)
+            try:
+                self.backend.reset()
+                self.backend.apply(profile)
+            except LabFault as err:  # the lab, not the profile (a node, a cache, a rollout): void, wait, retry
+                add("prepare", time.monotonic() - t0)
+                voided.append({"stage": "prepare", "reason": str(err)})
+                log.warning("void step attempt %d (%s); retrying in %.0f s", attempt + 1, err, self.config.fault_wait_s)
+                time.sleep(self.config.fault_wait_s)
+                continue
             t1 = time.monotonic()
-            # A ScoretuneError from the backend (a profile or cluster it cannot run: ConfigError,
-            # InfeasibleClusterError) is the input's fault, not the load generator's: it propagates
-            # at once and is never voided and rerun.
+            # Any other ScoretuneError from the backend (a profile or cluster it cannot run:
+            # ConfigError, InfeasibleClusterError) is the input's fault: it propagates at once.
             result = self.backend.run(self.workload, run_dir, seed=seed)
-            self._seconds["prepare"] = self._seconds.get("prepare", 0.0) + t1 - t0
-            self._seconds["run"] = self._seconds.get("run", 0.0) + time.monotonic() - t1
+            add("prepare", t1 - t0)
+            add("run", time.monotonic() - t1)
             reason = run_health(result.summary, self.config.health)
             if reason is None:
                 return metric_from_requests(result.requests, self.config.metric, run_timeout_s(result.summary)), voided
-            if self.config.backend in DETERMINISTIC_BACKENDS:
-                # the simulator has no load generator to be unhealthy: the same inputs would fail
-                # the same way on every rerun, so say what is wrong instead of retrying
+            if self.config.backend in DETERMINISTIC_BACKENDS:  # no load generator: a rerun fails the same way
                 raise AgentError(
                     f"{run_dir}: the {self.config.backend} run cannot be scored ({reason}); it is deterministic, "
                     f"so a rerun would fail the same way: check the cluster ({self.config.cluster or 'none'}) "
-                    f"and the workload ({self.config.workload})"
-                )
+                    f"and the workload ({self.config.workload})")
             void_dir = run_dir.with_name(f"{run_dir.name}.void-{attempt + 1}")
-            if void_dir.exists():
-                shutil.rmtree(void_dir)
+            shutil.rmtree(void_dir, ignore_errors=True)
             run_dir.rename(void_dir)
             voided.append({"run_dir": str(void_dir.relative_to(self.out_dir)), "reason": reason})
             log.warning("void run %s (%s); rerunning", void_dir, reason)
-        raise AgentError(
-            f"{run_dir}: {self.config.max_reruns + 1} runs in a row were void (last: {voided[-1]['reason']}); "
-            "the load generator or the lab is unhealthy"
-        )
+        raise AgentError(f"{run_dir}: {self.config.max_reruns + 1} attempts in a row were void (last: "
+                         f"{voided[-1]['reason']}); the load generator or the lab is unhealthy")
 
     def _run_step(self, step: int, action: np.ndarray) -> StepRecord:
         setting = self.codec.decode(action)

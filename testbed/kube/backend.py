@@ -51,7 +51,10 @@ import pandas as pd
 
 from loadgen.results import RunResult, empty_placements, write_run
 from testbed.cluster import ClusterSpec, cluster_to_dict
-from testbed.errors import ClusterSpecError, TestbedError
+from testbed.errors import ClusterSpecError, LabFault, TestbedError
+from testbed.kube.images import FunctionImage, NodeImages, parse_report, repository
+from testbed.kube.images import problems as image_problems
+from testbed.kube.nodes import describe, health_problems, node_state, schedulable
 from testbed.kube.render import (
     CONFIG_HASH_ANNOTATION,
     CONFIG_KEY,
@@ -351,6 +354,7 @@ class FaultWatch:
       another reason in ``_FAILING_WAIT_REASONS``), Pending with no node for ``pending_s``, or
       still Terminating ``terminating_s`` after its grace period;
     - a Knative Revision of a function whose Ready condition is False;
+    - a node that is not Ready, under pressure, cordoned, gone or new (testbed.kube.nodes);
     - an API error while looking (the lab cannot be vouched for).
 
     The function pods come from the run's :class:`PodWatch` (no extra requests); the scheduler,
@@ -403,6 +407,8 @@ class FaultWatch:
         try:
             self._check_scheduler()
             self._check_revisions()
+            for node, why in self._b.node_problems():
+                self._fault("node", node, why)
         except TestbedError as err:
             self._fault("api", self._b.host, str(err))
         self._check_function_pods()
@@ -558,7 +564,9 @@ class KubeBackend:
     settings: the scheduler Deployment's name, namespace and lease (as rendered by ``render``).
     replay_workers: Locust worker processes on this machine (0: one local process).
     remote_workers / master_bind_host / master_port: Locust workers on the other load-generator hosts
-        (ansible/loadgen.yml runs them as a service that connects to this host's master).
+        (ansible/loadgen.yml runs them as a service that connects to this host's master); the
+        master waits ``workers_wait_s`` for all of them before each run, and a run a worker did not
+        join or dropped out of fails (void, rerun: loadgen.replay).
     request_timeout_s: per-request timeout of the replay.
     start_lead_s: t = 0 of the replay is this long after the run starts, so Locust is up by then and
         pod times (from the watch) and request times share one clock origin.
@@ -578,6 +586,7 @@ class KubeBackend:
     remote_workers: int = 0
     master_bind_host: str = "127.0.0.1"
     master_port: int | None = None
+    workers_wait_s: float = 60.0
     request_timeout_s: float = 30.0
     start_lead_s: float = 3.0
     api_client: Any = None
@@ -615,6 +624,9 @@ class KubeBackend:
         self._digest: str | None = None
         self._kubelet_versions: list[str] = []
         self._image_record: dict[str, Any] | None = None
+        self.node_baseline: dict[str, bool] | None = None
+        """Every node and whether it was schedulable at the first look: the cluster every run must
+        find again (see :meth:`node_problems`)."""
         self._resets = 0
         self.last_restore: dict[str, Any] | None = None
         """What :meth:`restore` did last (None: never called)."""
@@ -742,7 +754,9 @@ class KubeBackend:
             self._wait_ready(previous_digest, previous_name, self.timeouts.rollback_s, "the previous configuration")
         except TestbedError as again:
             raise TestbedError(f"{err}; rolling back to the previous configuration also failed: {again}") from None
-        raise TestbedError(
+        # the lab is back where it was: a failed rollout of a valid profile is the lab's (a node,
+        # an image pull, the lease), so the step is void and retried, not the experiment ended
+        raise LabFault(
             f"{err}; rolled back: {s.namespace}/{s.scheduler_name} runs the previous configuration "
             f"({previous_digest}, ConfigMap {previous_name}) again"
         ) from None
@@ -911,10 +925,14 @@ class KubeBackend:
 
     def reset(self) -> None:
         """Before every step: wait until every function is scaled to zero (no pod of any function
-        remains), then bring every node's function-image cache to :attr:`image_state` and record
-        it (``summary.json`` ``image_state`` of the next run)."""
+        remains), check every node against the baseline (:meth:`node_problems`), then bring every
+        node's function-image cache to :attr:`image_state` and record it (``summary.json``
+        ``image_state`` of the next run). A lab that cannot get there raises :class:`LabFault`."""
         names = self._function_names()
         self._drain(names)
+        unhealthy = self.node_problems()
+        if unhealthy:
+            raise LabFault(f"node health: {describe(unhealthy)}")
         self._image_record = self._restore_images(names)
 
     def _drain(self, names: Sequence[str]) -> None:
@@ -929,7 +947,7 @@ class KubeBackend:
             if time.monotonic() >= deadline:
                 left = ", ".join(sorted(f"{p.metadata.name} ({(p.metadata.labels or {}).get(SERVICE_LABEL)})"
                                         for p in pods))
-                raise TestbedError(
+                raise LabFault(
                     f"timed out after {self.timeouts.drain_s:.0f} s waiting for the functions to scale to zero; "
                     f"{len(pods)} pod(s) remain: {left}"
                 )
@@ -937,27 +955,48 @@ class KubeBackend:
 
     # --- node image caches ------------------------------------------------------------------
 
-    def _function_images(self, names: Sequence[str]) -> list[str]:
+    def _function_images(self, names: Sequence[str]) -> list[FunctionImage]:
+        """Each function container's image as its Service names it and as its ready Revision runs
+        it (``status.containerStatuses[].imageDigest``, the digest Knative resolved the tag to)."""
         group, version, plural = KNATIVE_SERVICE_API
-        images = []
+        out: list[FunctionImage] = []
         for fn in names:
             svc = self._call(f"reading Knative Service {self.namespace}/{fn}", self._custom.get_namespaced_custom_object,
                              group, version, self.namespace, plural, fn)
-            for c in (((svc.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []:
-                if c.get("image") and c["image"] not in images:
-                    images.append(c["image"])
-        return images
+            containers = (((svc.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+            digests: dict[str, str] = {}
+            revision = (svc.get("status") or {}).get("latestReadyRevisionName")
+            if revision:
+                rgroup, rversion, rplural = REVISION_API
+                rev = self._call(f"reading Knative Revision {self.namespace}/{revision}",
+                                 self._custom.get_namespaced_custom_object, rgroup, rversion, self.namespace, rplural,
+                                 revision, allow=(404,)) or {}
+                for cs in (rev.get("status") or {}).get("containerStatuses") or []:
+                    if cs.get("imageDigest"):
+                        digests[repository(cs["imageDigest"])] = cs["imageDigest"]
+            for c in containers:
+                image = c.get("image")
+                if image and all(i.image != image or i.function != fn for i in out):
+                    out.append(FunctionImage(fn, image, digests.get(repository(image))))
+        return out
 
-    @staticmethod
-    def _schedulable(node: Any) -> bool:
-        """A node function pods can land on: not cordoned, no NoSchedule/NoExecute taint."""
-        if node.spec is not None and node.spec.unschedulable:
-            return False
-        return not any(t.effect in ("NoSchedule", "NoExecute") for t in (node.spec.taints if node.spec else None) or [])
+    _schedulable = staticmethod(schedulable)
+
+    def node_problems(self) -> list[tuple[str, str]]:
+        """(node, why) for every node that is not as the experiment found it or is unhealthy
+        (testbed.kube.nodes); the first call takes the baseline (:attr:`node_baseline`)."""
+        states = [node_state(n) for n in self._call("listing nodes", self._core.list_node).items or []]
+        if self.node_baseline is None:
+            self.node_baseline = {n.name: n.schedulable for n in states}
+            log.info("node baseline: %s", ", ".join(f"{k} ({'schedulable' if v else 'not schedulable'})"
+                                                    for k, v in sorted(self.node_baseline.items())))
+        return health_problems(self.node_baseline, states)
 
     def _restore_images(self, names: Sequence[str]) -> dict[str, Any]:
         """Run one image-state pod per schedulable node (render.image_state_pod), wait for all,
-        read what each node holds from its log, delete the pods, and check the declared state."""
+        read what each node holds from its log, delete the pods, and check the declared state by
+        repository (testbed.kube.images). A node that cannot be brought there is a :class:`LabFault`
+        naming the node and the image: the step is void and retried, not scored."""
         state = self.image_state
         t0 = time.monotonic()
         images = self._function_images(names)
@@ -972,16 +1011,18 @@ class KubeBackend:
         self._resets += 1
         token = f"{int(time.time())}-{self._resets}"
         ns = self.settings.namespace
+        repos = sorted({i.repository for i in images})
+        runs = sorted({i.runs for i in images})
         pods: dict[str, str] = {}
         try:
             for i, node in enumerate(nodes):
                 cold = node in state.cold_nodes
-                body = image_state_pod(f"scoretune-images-{token}-{i}", node, images=images,
-                                       pull=[] if cold else images, remove=images if cold else [], token=token,
+                body = image_state_pod(f"scoretune-images-{token}-{i}", node, repositories=repos,
+                                       pull=[] if cold else runs, purge=repos if cold else [], token=token,
                                        namespace=ns, tool_image=self.image_tool)
                 self._call(f"creating the image-state pod on {node}", self._core.create_namespaced_pod, ns, body)
                 pods[node] = body["metadata"]["name"]
-            held = self._wait_image_pods(pods, images)
+            held = self._wait_image_pods(pods)
         finally:
             for pod in pods.values():
                 try:
@@ -989,32 +1030,24 @@ class KubeBackend:
                                grace_period_seconds=0)
                 except TestbedError as err:
                     log.warning("%s", err)
-        problems = []
-        for node in nodes:
-            want = set() if node in state.cold_nodes else set(images)
-            have = set(held[node]["present"])
-            if held[node]["pull_failed"]:
-                problems.append(f"{node} could not pull {', '.join(held[node]['pull_failed'])}")
-                continue
-            if have - want:
-                problems.append(f"{node} still holds {', '.join(sorted(have - want))} (declared cold)")
-            if want - have:
-                problems.append(f"{node} lacks {', '.join(sorted(want - have))}")
-        if problems:
-            raise TestbedError(
+        found = [p for node in nodes for p in image_problems(node, held[node], cold=node in state.cold_nodes,
+                                                               images=images)]
+        if found:
+            raise LabFault(
                 "image state: the nodes' function-image caches could not be brought to the declared state: "
-                + "; ".join(problems) + " (load-mode images cannot be pulled back: re-run ansible/functions.yml, or "
+                + "; ".join(found) + " (load-mode images cannot be pulled back: re-run ansible/functions.yml, or "
                 "use push/prebuilt images for cold nodes; docs/lab.md \"Troubleshooting\")")
-        record = {"declared": state.declared(), "images": images,
-                  "nodes": {n: sorted(held[n]["present"]) for n in nodes},
+        record = {"declared": state.declared(),
+                  "images": [{"function": i.function, "image": i.image, "runs": i.runs} for i in images],
+                  "nodes": {n: sorted(r for refs in held[n].holds.values() for r in refs) for n in nodes},
                   "seconds": round(time.monotonic() - t0, 3)}
         log.info("image state restored on %d node(s) in %.1f s", len(nodes), record["seconds"])
         return record
 
-    def _wait_image_pods(self, pods: dict[str, str], images: Sequence[str]) -> dict[str, dict[str, list[str]]]:
+    def _wait_image_pods(self, pods: dict[str, str]) -> dict[str, NodeImages]:
         ns = self.settings.namespace
         deadline = time.monotonic() + self.timeouts.images_s
-        held: dict[str, dict[str, list[str]]] = {}
+        held: dict[str, NodeImages] = {}
         while True:
             for node, pod in pods.items():
                 if node in held:
@@ -1023,28 +1056,23 @@ class KubeBackend:
                 phase = obj.status.phase if obj.status else None
                 waiting = KubeBackend._broken([obj])
                 if waiting:
-                    raise TestbedError(f"image state: the pod on {node} cannot run: {waiting} "
-                                       f"(its image is {self.image_tool}; crictl comes from the node's /usr/bin/crictl)")
+                    raise LabFault(f"image state: the pod on {node} cannot run: {waiting} "
+                                   f"(its image is {self.image_tool}; crictl comes from the node's /usr/bin/crictl)")
                 if phase not in ("Succeeded", "Failed"):
                     continue
                 text = self._call(f"reading the log of {ns}/{pod}", self._core.read_namespaced_pod_log, pod, ns,
                                   container="crictl")
-                rec: dict[str, list[str]] = {"present": [], "absent": [], "pull_failed": []}
-                for line in str(text).splitlines():
-                    word, _, image = line.strip().partition(" ")
-                    key = {"present": "present", "absent": "absent", "pull-failed": "pull_failed"}.get(word)
-                    if key and image:
-                        rec[key].append(image)
-                if phase == "Failed" or len(rec["present"]) + len(rec["absent"]) != len(images):
-                    raise TestbedError(f"image state: the pod on {node} ended {phase} without reporting every image "
-                                       f"(log: {str(text).strip()[:300] or 'empty'})")
+                rec = parse_report(text)
+                if phase == "Failed" or not rec.complete:
+                    raise LabFault(f"image state: the pod on {node} ended {phase} before reporting the node's images "
+                                   f"(log: {str(text).strip()[:300] or 'empty'})")
                 held[node] = rec
             if len(held) == len(pods):
                 return held
             if time.monotonic() >= deadline:
                 left = sorted(set(pods) - set(held))
-                raise TestbedError(f"timed out after {self.timeouts.images_s:.0f} s waiting for the image-state pods "
-                                   f"on {', '.join(left)}")
+                raise LabFault(f"timed out after {self.timeouts.images_s:.0f} s waiting for the image-state pods "
+                               f"on {', '.join(left)}")
             time.sleep(self.timeouts.poll_s)
 
     # --- run --------------------------------------------------------------------------------
@@ -1140,7 +1168,7 @@ class KubeBackend:
             result = replay(workload, targets, out_dir, timeout_s=self.request_timeout_s, workers=self.replay_workers,
                             info=info, host_template=host_template, start_epoch=t_start,
                             remote_workers=self.remote_workers, master_bind_host=self.master_bind_host,
-                            master_port=self.master_port)
+                            master_port=self.master_port, workers_wait_s=self.workers_wait_s)
             time.sleep(self.timeouts.settle_s)
         except TestbedError as err:
             seen = faults.stop() if faults is not None else []

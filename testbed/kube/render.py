@@ -547,20 +547,37 @@ IMAGE_STATE_SCRIPT = """set -u
 export CONTAINER_RUNTIME_ENDPOINT=unix:///run/containerd/containerd.sock
 export IMAGE_SERVICE_ENDPOINT=unix:///run/containerd/containerd.sock
 c=/scoretune/crictl
-for i in $SCORETUNE_REMOVE; do $c rmi "$i" >/dev/null 2>&1 || true; done
+t=${TMPDIR:-/tmp}
+refs() {
+  $c images --verbose >$t/images 2>$t/images.err || { echo "list-failed $(tr '\\n' ' ' <$t/images.err)"; exit 1; }
+  awk '/^ID: /{id=$2} /^(RepoTags|RepoDigests): /{r=$2; sub(/@.*/, "", r); if (match(r, /:[^\\/]*$/)) r=substr(r, 1, RSTART-1); print id, r, $2}' $t/images >$t/refs
+}
+refs
+for r in $SCORETUNE_PURGE; do
+  for id in $(awk -v r="$r" '$2 == r {print $1}' $t/refs | sort -u); do
+    $c rmi "$id" >/dev/null 2>&1 || echo "purge-failed $r $id"
+  done
+done
 for i in $SCORETUNE_PULL; do
   $c inspecti "$i" >/dev/null 2>&1 || $c pull "$i" >/dev/null 2>&1 || echo "pull-failed $i"
 done
-for i in $SCORETUNE_IMAGES; do
+for i in $SCORETUNE_PULL; do
   if $c inspecti "$i" >/dev/null 2>&1; then echo "present $i"; else echo "absent $i"; fi
 done
+refs
+awk -v repos=" $SCORETUNE_REPOS " 'index(repos, " " $2 " ") {print "holds", $2, $3}' $t/refs
+echo done
 """
-"""Remove, pull what is missing, then report every function image as ``present``/``absent``
-(and ``pull-failed``) one per line: the pod's log is the node's image state after the reset."""
+"""Purge every image of the purged repositories by ID (tags and digests alike: CRI RemoveImage
+drops an image with all its references), pull the references a warm node must hold, then report:
+``present``/``absent`` per pulled reference, ``holds REPOSITORY REFERENCE`` for every reference of
+a function repository still on the node, ``purge-failed``/``pull-failed`` lines, and ``done``.
+The pod's log is the node's image state after the reset (testbed.kube.images.parse_report)."""
 
 
-def image_state_pod(name: str, node: str, *, images: Sequence[str], pull: Sequence[str], remove: Sequence[str],
-                    token: str, namespace: str = "kube-system", tool_image: str = IMAGE_TOOL_IMAGE) -> dict[str, Any]:
+def image_state_pod(name: str, node: str, *, repositories: Sequence[str], pull: Sequence[str],
+                    purge: Sequence[str], token: str, namespace: str = "kube-system",
+                    tool_image: str = IMAGE_TOOL_IMAGE) -> dict[str, Any]:
     """One pod on ``node`` (``spec.nodeName``: no scheduler involved, not even the one under test)
     that brings its containerd image cache to the declared state through the CRI (``crictl``) and
     prints what it holds. Privileged and root for the containerd socket; it tolerates every taint
@@ -583,9 +600,9 @@ def image_state_pod(name: str, node: str, *, images: Sequence[str], pull: Sequen
                 "imagePullPolicy": "IfNotPresent",
                 "command": ["/bin/sh", "-c", IMAGE_STATE_SCRIPT],
                 "env": [
-                    {"name": "SCORETUNE_IMAGES", "value": " ".join(images)},
+                    {"name": "SCORETUNE_REPOS", "value": " ".join(repositories)},
                     {"name": "SCORETUNE_PULL", "value": " ".join(pull)},
-                    {"name": "SCORETUNE_REMOVE", "value": " ".join(remove)},
+                    {"name": "SCORETUNE_PURGE", "value": " ".join(purge)},
                 ],
                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
                 "securityContext": {"privileged": True, "runAsUser": 0},

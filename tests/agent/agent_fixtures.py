@@ -74,12 +74,15 @@ class AnalyticBackend:
     name = "analytic"
 
     def __init__(self, objective: AnalyticObjective, *, noise: float = 0.0, requests: int = 50,
-                 crash_on_run: int | None = None, void_runs: frozenset[int] = frozenset()) -> None:
+                 crash_on_run: int | None = None, void_runs: frozenset[int] = frozenset(),
+                 lab_faults: frozenset[int] = frozenset()) -> None:
         self.objective = objective
         self.noise = noise
         self.requests = requests
         self.crash_on_run = crash_on_run
         self.void_runs = void_runs
+        self.lab_faults = lab_faults
+        """Resets (1-based) that fail as a real lab's do: testbed.errors.LabFault."""
         self.profile = None
         self.runs = 0
         self.applied: list = []
@@ -91,6 +94,10 @@ class AnalyticBackend:
 
     def reset(self) -> None:
         self.resets += 1
+        if self.resets in self.lab_faults:
+            from testbed.errors import LabFault
+
+            raise LabFault(f"node health: node n{self.resets} is not Ready: Ready is Unknown (NodeStatusUnknown)")
 
     def run(self, workload, out_dir: Path, *, seed: int = 0) -> RunResult:
         self.runs += 1

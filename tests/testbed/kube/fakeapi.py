@@ -37,15 +37,24 @@ And it models the faults a real lab has (each driven by a test through the backe
   deletionTimestamp);
 - a Knative Revision that is not Ready (:meth:`fail_revision`);
 - ``on_first_request``: called once at the first ingress request, to inject a fault mid-run;
-- the kubelet's image cache per node (``node_images``) and the image-state pods reset() creates
-  (POST, GET, log, DELETE): they run ``crictl`` as their script says, on their node's cache.
+- Knative's tag-to-digest resolution (``resolve_digests``, on by default as in Knative): each
+  Revision's ``status.containerStatuses[].imageDigest`` is ``repo@sha256:...`` and its pods run
+  that reference, so the kubelet caches the digest and no tag;
+- the containerd image store of each node (``cri``, fakecri.ImageStore: IDs with tags and
+  digests; reported in ``status.images``): a function pod that starts on a node pulls its image
+  there, and the image-state pods reset() creates (POST, GET, log, DELETE) run the real
+  render.IMAGE_STATE_SCRIPT in ``sh`` with fakecri as their ``crictl``.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +63,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from fakecri import ImageStore, resolved
 from kubernetes import client
 
 from testbed.kube.backend import KubeBackend, KubeTimeouts
@@ -157,10 +167,17 @@ class FakeKube:
         self._lease_target: str | None = None
         self.pod_state: dict[str, str] = {}
         self.on_first_request: Callable[[], None] | None = None
+        self.resolve_digests = True
+        """Knative's tag-to-digest resolution (off: the registry is in registries-skipping-tag-resolving)."""
         self.revisions: dict[str, dict[str, Any]] = {fn: self._revision(fn) for fn in functions}
-        self.node_images: dict[str, set[str]] = {n: {"ghcr.io/scoretune/fn-float-ops:0.1.0"} for n in nodes}
-        """The kubelet's image cache of each node (reported in status.images, changed by image pods)."""
+        self.cri: dict[str, ImageStore] = {n: ImageStore() for n in nodes}
+        """Each node's containerd image store (reported in status.images, changed by pods and image pods)."""
+        for store in self.cri.values():
+            store.pull(OLD_IMAGE)
         self.unpullable: set[str] = set()
+        self.node_conditions: dict[str, dict[str, dict[str, str]]] = {}
+        """Per node, conditions that replace the healthy ones (see :meth:`set_condition`)."""
+        self.cordoned: set[str] = set()
         self.pod_logs: dict[str, str] = {}
         self.image_pods: list[dict[str, Any]] = []
         """Every image-state pod created, as posted."""
@@ -203,9 +220,10 @@ class FakeKube:
             "kind": "Service",
             "metadata": {"name": fn, "namespace": self.fn_ns, "labels": {"scoretune.io/function": fn}},
             "spec": {"template": {"spec": {"schedulerName": self.scheduler_name,
-                                           "containers": [{"image": f"registry.example.com/scoretune/{fn}:0.1.0"}]}}},
+                                           "containers": [{"image": image_of(fn)}]}}},
             "status": {
                 "url": f"http://{fn}.{self.fn_ns}.{self.domain}",
+                "latestReadyRevisionName": f"{fn}-00001",
                 "conditions": [{"type": "Ready", "status": "True"}],
             },
         }
@@ -214,13 +232,37 @@ class FakeKube:
         return {"apiVersion": "serving.knative.dev/v1", "kind": "Revision",
                 "metadata": {"name": f"{fn}-00001", "namespace": self.fn_ns,
                              "labels": {"serving.knative.dev/service": fn}},
-                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+                "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                           "containerStatuses": [{"name": "user-container", "imageDigest": resolved(image_of(fn))}]}}
+
+    def pod_image(self, fn: str) -> str:
+        """The reference ``fn``'s pods run: the Revision's digest, or the Service's tag."""
+        return resolved(image_of(fn)) if self.resolve_digests else image_of(fn)
+
+    def held(self, node: str) -> set[str]:
+        """Every image reference ``node`` holds (tags and digests)."""
+        with self.lock:
+            return self.cri[node].references()
 
     def fail_revision(self, fn: str, reason: str = "ContainerMissing",
                       message: str = "Unable to fetch image: failed to resolve image to digest") -> None:
         with self.lock:
             self.revisions[fn]["status"]["conditions"] = [
                 {"type": "Ready", "status": "False", "reason": reason, "message": message}]
+
+    def set_condition(self, node: str, kind: str, status: str, reason: str = "", message: str = "") -> None:
+        """The kubelet (or the node lifecycle controller) reports ``kind`` as ``status`` on ``node``:
+        ``("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")`` is a
+        dead node, ``("DiskPressure", "True", ...)`` a full disk."""
+        with self.lock:
+            cond = {"type": kind, "status": status}
+            cond.update({k: v for k, v in (("reason", reason), ("message", message)) if v})
+            self.node_conditions.setdefault(node, {})[kind] = cond
+
+    def heal(self, node: str) -> None:
+        with self.lock:
+            self.node_conditions.pop(node, None)
+            self.cordoned.discard(node)
 
     def restart_scheduler(self, message: str = "leaderelection lost") -> None:
         """The running scheduler container exits and the kubelet restarts it."""
@@ -339,6 +381,7 @@ class FakeKube:
                 return name
             pod = copy.deepcopy(pod)
             pod["spec"]["nodeName"] = self.node_of(fn)
+            self.cri.setdefault(self.node_of(fn), ImageStore()).pull(self.pod_image(fn))  # the kubelet's pull
             pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": NOW}]
             self._emit("MODIFIED", pod)
             if state in ("image-pull", "crash"):
@@ -453,6 +496,7 @@ class FakeKube:
             (rf"/apis/coordination.k8s.io/v1{ns_re}/leases/([^/]+)", self._lease),
             (rf"/apis/serving.knative.dev/v1{ns_re}/services(?:/([^/]+))?", self._ksvc),
             (rf"/apis/serving.knative.dev/v1{ns_re}/revisions", self._revisions),
+            (rf"/apis/serving.knative.dev/v1{ns_re}/revisions/([^/]+)", self._revision_get),
             (r"/api/v1/nodes", self._nodes),
             (r"/api/v1/pods", self._all_pods),
         ]
@@ -538,11 +582,22 @@ class FakeKube:
     def _nodes(self, h: Any, method: str, *, body: Any, query: dict[str, str]) -> None:
         info = {k: "x" for k in ("architecture", "bootID", "containerRuntimeVersion", "kernelVersion",
                                  "kubeProxyVersion", "machineID", "operatingSystem", "osImage", "systemUUID")}
+        with self.lock:
+            nodes = list(self.nodes)
+            conditions = {n: [{"type": "Ready", "status": "True", "reason": "KubeletReady"},
+                              *[{"type": t, "status": "False"} for t in ("MemoryPressure", "DiskPressure", "PIDPressure")]]
+                          for n in nodes}
+            for n, overrides in self.node_conditions.items():
+                if n in conditions:
+                    conditions[n] = [c for c in conditions[n] if c["type"] not in overrides] + list(overrides.values())
         items = [{"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+                  "spec": {"unschedulable": True} if n in self.cordoned else {},
                   "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                             "images": [{"names": [i], "sizeBytes": 139460608} for i in sorted(self.node_images[n])],
+                             "conditions": conditions[n],
+                             "images": [{"names": sorted((*i["tags"], *i["digests"])), "sizeBytes": 139460608}
+                                        for i in self.cri[n].images],
                              "nodeInfo": {**info, "kubeletVersion": "v1.36.0"}}}
-                 for n in self.nodes]
+                 for n in nodes]
         h._send(200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
                       "items": items})
 
@@ -567,23 +622,39 @@ class FakeKube:
                      and selector_matches(query.get("labelSelector"), r["metadata"]["labels"])]
         h._send(200, {"apiVersion": "serving.knative.dev/v1", "kind": "RevisionList", "metadata": {}, "items": items})
 
+    def _revision_get(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
+        with self.lock:
+            rev = next((copy.deepcopy(r) for r in self.revisions.values() if r["metadata"]["name"] == name), None)
+        if rev is None or ns != self.fn_ns:
+            return h._status(404, "NotFound", f'revisions.serving.knative.dev "{name}" not found')
+        if not self.resolve_digests:
+            rev["status"].pop("containerStatuses", None)
+        h._send(200, rev)
+
     def _run_image_pod(self, pod: dict[str, Any]) -> None:
-        """The kubelet and crictl for an image-state pod: remove, pull what is missing, report."""
+        """The kubelet for an image-state pod: the pod's own script, in ``sh``, with fakecri as
+        ``crictl`` on this node's store; its output is the pod's log."""
+        from testbed.kube.render import IMAGE_STATE_SCRIPT
+
         node = pod["spec"]["nodeName"]
-        env = {e["name"]: e.get("value", "").split() for e in pod["spec"]["containers"][0]["env"]}
-        cache = self.node_images.setdefault(node, set())
-        lines = []
-        for image in env["SCORETUNE_REMOVE"]:
-            cache.discard(image)
-        for image in env["SCORETUNE_PULL"]:
-            if image not in cache:
-                if image in self.unpullable:
-                    lines.append(f"pull-failed {image}")
-                else:
-                    cache.add(image)
-        lines += [f"{'present' if i in cache else 'absent'} {i}" for i in env["SCORETUNE_IMAGES"]]
-        self.pod_logs[pod["metadata"]["name"]] = "".join(f"{line}\n" for line in lines)
-        pod["status"] = {"phase": "Succeeded", "conditions": []}
+        container = pod["spec"]["containers"][0]
+        script = container["command"][-1]
+        assert script == IMAGE_STATE_SCRIPT
+        store = self.cri.setdefault(node, ImageStore())
+        store.unpullable = set(self.unpullable)
+        with tempfile.TemporaryDirectory(prefix="fake-kubelet-") as tmp:
+            crictl = Path(tmp) / "crictl"
+            crictl.write_text(f"#!/bin/sh\nexec {sys.executable} -S {FAKECRI} \"$@\"\n")
+            crictl.chmod(0o755)
+            state = Path(tmp) / "state.json"
+            state.write_text(store.to_json())
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": tmp, "FAKE_CRI_STATE": str(state),
+                   **{e["name"]: e.get("value", "") for e in container["env"]}}
+            done = subprocess.run(["sh", "-c", script.replace("/scoretune/crictl", str(crictl))], env=env,
+                                  capture_output=True, text=True, timeout=60)
+            self.cri[node] = ImageStore.from_json(state.read_text())
+        self.pod_logs[pod["metadata"]["name"]] = done.stdout + done.stderr
+        pod["status"] = {"phase": "Succeeded" if done.returncode == 0 else "Failed", "conditions": []}
 
     def _pod(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
         with self.lock:
@@ -690,6 +761,16 @@ def squeeze(calls: list[str]) -> list[str]:
         if not out or out[-1] != c:
             out.append(c)
     return out
+
+
+OLD_IMAGE = "ghcr.io/scoretune/fn-float-ops:0.1.0"
+"""An image every node holds that is no function of the fake lab: never touched by a reset."""
+FAKECRI = Path(__file__).with_name("fakecri.py")
+
+
+def image_of(fn: str) -> str:
+    """The image a function's Knative Service names (a tag, as users write it)."""
+    return f"registry.example.com/scoretune/{fn}:0.1.0"
 
 
 def make_backend(fake: FakeKube, **timeouts: float) -> KubeBackend:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import yaml
 from fakeapi import make_backend, squeeze, write_kubeconfig
+from fakecri import resolved
 
 from loadgen.workload import make_workload
 from testbed.backend import Backend
@@ -323,11 +324,10 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     fake.watch_errors.append((410, "Expired", "too old resource version: 1000 (1002)"))
     result = backend.run(_workload(), tmp_path / "run", seed=7)
     assert not result.failed, result.summary.get("failure")
-    watched = {f"GET {PODS}", f"GET {LEASE}", f"GET {REVISIONS}"}  # the FaultWatch's looks
+    watched = {f"GET {PODS}", f"GET {LEASE}", f"GET {REVISIONS}", "GET /api/v1/nodes"}  # the FaultWatch's looks
     assert watched <= set(fake.calls)
     calls = squeeze([c for c in fake.calls if c not in watched])
-    assert calls[:8] == [
-        "GET /api/v1/nodes",
+    assert calls[:7] == [
         "GET /api/v1/pods",
         "GET /apis/serving.knative.dev/v1/namespaces/default/services/fn-a",
         "GET /apis/serving.knative.dev/v1/namespaces/default/services/fn-b",
@@ -336,7 +336,7 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
         f"GET {FN_PODS}",
         f"GET {FN_PODS} watch",
     ]
-    assert set(calls[8:]) <= {f"GET {FN_PODS} watch"}
+    assert set(calls[7:]) <= {f"GET {FN_PODS} watch"}
     assert fake.ingress_requests == {"fn-a": 10, "fn-b": 10}
     req = result.requests
     assert (req["status"] == "ok").all()
@@ -357,7 +357,9 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     assert summary["placements"] == {"pods": 2, "nodes": ["node-1", "node-2"]}
     twin = summary["cluster"]  # the real cluster in the cluster-spec model, loadable by sim
     assert [g["name"] for g in twin["groups"]] == ["node-1", "node-2"]
-    assert twin["groups"][0]["cpu"] == "4000m" and twin["groups"][0]["images"] == ["ghcr.io/scoretune/fn-float-ops:0.1.0"]
+    # the kubelet reports every name of an image (its tag and its repo digest), as ImageLocality reads them
+    assert twin["groups"][0]["cpu"] == "4000m" and twin["groups"][0]["images"] == [
+        "ghcr.io/scoretune/fn-float-ops:0.1.0", resolved("ghcr.io/scoretune/fn-float-ops:0.1.0")]
     assert (tmp_path / "run" / "cluster" / "nodes.json").exists()
     assert summary["versions_kube"] == {"pinned": "1.36.0", "kubelets": ["v1.36.0"]}
     replay_info = next(v for k, v in summary.items() if k.endswith("replay"))  # the replay's own record

@@ -51,10 +51,11 @@ def test_cold_nodes_of_tune_reach_the_kube_backends_reset(fake, tmp_path):
     options = KubeOptions(kubeconfig=str(write_kubeconfig(fake, tmp_path)), ingress_url=fake.url, cold_nodes=["node-2"])
     backend = make_backend("kube", None, kube=options)
     try:
-        images = {f"registry.example.com/scoretune/{fn}:0.1.0" for fn in ("fn-a", "fn-b")}  # the fake lab's
-        fake.node_images["node-2"] |= images  # a previous step left them cached on the cold node
+        images = {fake.pod_image(fn) for fn in ("fn-a", "fn-b")}  # what the fake lab's pods run
+        for image in images:
+            fake.cri["node-2"].pull(image)  # a previous step left them cached on the cold node
         backend.reset()
-        assert not fake.node_images["node-2"] & images
-        assert fake.node_images["node-1"] >= images
+        assert not fake.held("node-2") & images
+        assert fake.held("node-1") >= images
     finally:
         backend.close()
