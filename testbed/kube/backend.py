@@ -1057,7 +1057,7 @@ class KubeBackend:
                 waiting = KubeBackend._broken([obj])
                 if waiting:
                     raise LabFault(f"image state: the pod on {node} cannot run: {waiting} "
-                                   f"(its image is {self.image_tool}; crictl comes from the node's /usr/bin/crictl)")
+                                   f"(its image is {self.image_tool}; crictl comes from the node's /usr/local/bin/crictl)")
                 if phase not in ("Succeeded", "Failed"):
                     continue
                 text = self._call(f"reading the log of {ns}/{pod}", self._core.read_namespaced_pod_log, pod, ns,

@@ -537,10 +537,12 @@ def knative_services(
 # --- node image state (KubeBackend.reset) ------------------------------------------------------
 
 IMAGE_TOOL_IMAGE = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"
-"""A shell for the image-state pod; ``crictl`` itself is the node's own (cri-tools, installed with
-kubeadm by ansible/roles/kubernetes_packages), mounted read-only. Not a function image, so pulling
-it once per node changes no cache the experiment measures."""
+"""A shell for the image-state pod; ``crictl`` itself is the node's own (the pinned cri-tools
+release ansible/roles/kubernetes_packages installs at :data:`CRICTL_PATH`), mounted read-only.
+Not a function image, so pulling it once per node changes no cache the experiment measures."""
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+CRICTL_PATH = "/usr/local/bin/crictl"
+"""The node's crictl, pinned by ansible/roles/kubernetes_packages (its ``kubernetes_packages_crictl_dir``)."""
 IMAGE_STATE_LABEL = "scoretune.io/image-state"
 
 IMAGE_STATE_SCRIPT = """set -u
@@ -612,7 +614,7 @@ def image_state_pod(name: str, node: str, *, repositories: Sequence[str], pull: 
                 ],
             }],
             "volumes": [
-                {"name": "crictl", "hostPath": {"path": "/usr/bin/crictl", "type": "File"}},
+                {"name": "crictl", "hostPath": {"path": CRICTL_PATH, "type": "File"}},
                 {"name": "containerd", "hostPath": {"path": CONTAINERD_SOCKET, "type": "Socket"}},
             ],
         },

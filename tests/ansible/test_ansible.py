@@ -184,3 +184,37 @@ def test_the_render_role_runs_and_is_idempotent(tmp_path):
         recaps.append(re.search(r"localhost\s*: ok=(\d+)\s+changed=(\d+)", result.stdout).groups())
     assert recaps == [("2", "1"), ("2", "0")]  # the argument-spec check and the render
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*.yaml")) == sorted(RENDER_LAYOUT)
+
+
+def test_every_download_is_pinned_with_the_checksum_of_versions_py():
+    """One list (versions.ARTEFACTS), repeated by the role defaults: version and SHA-256 agree, and
+    every get_url in the roles checks a checksum."""
+    arts = {a.name: a for a in versions.ARTEFACTS}
+    cr, kp, fl = (_yaml(ANSIBLE / "roles" / r / "defaults" / "main.yml")
+                  for r in ("container_runtime", "kubernetes_packages", "cni_flannel"))
+    assert (cr["container_runtime_containerd_version"], cr["container_runtime_containerd_sha256"]) == (
+        arts["containerd"].version, arts["containerd"].sha256)
+    assert (cr["container_runtime_runc_version"], cr["container_runtime_runc_sha256"]) == (
+        arts["runc"].version, arts["runc"].sha256)
+    assert cr["container_runtime_containerd_unit_sha256"] == arts["containerd.service"].sha256["any"]
+    assert (kp["kubernetes_packages_cni_version"], kp["kubernetes_packages_cni_sha256"]) == (
+        arts["cni-plugins"].version, arts["cni-plugins"].sha256)
+    assert (kp["kubernetes_packages_crictl_version"], kp["kubernetes_packages_crictl_sha256"]) == (
+        arts["crictl"].version, arts["crictl"].sha256)
+    assert fl["cni_flannel_manifest_sha256"] == arts["kube-flannel.yml"].sha256["any"]
+    assert arts["kube-flannel.yml"].version == fl["cni_flannel_version"]
+    from testbed.kube.render import CRICTL_PATH
+
+    assert CRICTL_PATH == f"{kp['kubernetes_packages_crictl_dir']}/crictl"
+    runc = tuple(int(x) for x in arts["runc"].version.split("."))
+    assert runc >= (1, 3, 3)  # the November 2025 container-escape fixes
+    for digest in (d for a in versions.ARTEFACTS for d in a.sha256.values()):
+        assert len(digest) == 64 and int(digest, 16) >= 0
+    for tasks in (ANSIBLE / "roles").glob("*/tasks/*.yml"):
+        for task in _flatten(_yaml(tasks)):
+            get = task.get("ansible.builtin.get_url")
+            if get is None:
+                continue
+            pinned = "checksum" in get or tasks.parts[-3] in ("knative_serving", "kubernetes_packages") and (
+                "Release.key" in get["url"] or "knative" in get["url"] or "kourier" in get["url"])
+            assert pinned, f"{tasks}: {task['name']} downloads {get['url']} without a checksum"

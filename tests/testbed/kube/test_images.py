@@ -46,7 +46,7 @@ def test_the_image_state_pod_is_a_valid_pod():
     assert spec["nodeName"] == "worker-1" and "schedulerName" not in spec  # bound directly: no scheduler runs
     env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
     assert env == {"SCORETUNE_REPOS": f"{REPO_A} {REPO_B}", "SCORETUNE_PULL": A_RUNS, "SCORETUNE_PURGE": REPO_B}
-    assert {v["hostPath"]["path"] for v in spec["volumes"]} == {"/usr/bin/crictl", "/run/containerd/containerd.sock"}
+    assert {v["hostPath"]["path"] for v in spec["volumes"]} == {"/usr/local/bin/crictl", "/run/containerd/containerd.sock"}
     # purge by image ID first, pull only what is missing (a warm node contacts no registry), then report
     assert IMAGE_STATE_SCRIPT.index("rmi") < IMAGE_STATE_SCRIPT.index("pull") < IMAGE_STATE_SCRIPT.index('"present $i"')
 
