@@ -54,7 +54,8 @@ testbed-up: setup
 ifeq ($(strip $(INVENTORY)),)
 	$(BIN)/scoretune testbed up
 else
-	ANSIBLE_CONFIG=ansible/ansible.cfg PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-playbook -i $(INVENTORY) ansible/site.yml ansible/knative.yml ansible/scheduler.yml ansible/functions.yml ansible/loadgen.yml $(ANSIBLE_EXTRA)
+	$(BIN)/scoretune kube check-inventory $(INVENTORY)
+	ANSIBLE_CONFIG=ansible/ansible.cfg PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-playbook -i $(INVENTORY) ansible/preflight.yml ansible/site.yml ansible/knative.yml ansible/scheduler.yml ansible/functions.yml ansible/loadgen.yml $(ANSIBLE_EXTRA)
 endif
 
 testbed-down: setup

@@ -137,3 +137,21 @@ def status_cmd(
         typer.echo(json.dumps(backend.status(), indent=2, sort_keys=True))
     finally:
         backend.close()
+
+
+@app.command("check-inventory")
+def check_inventory_cmd(
+    inventory: Path = typer.Argument(..., help="The lab's Ansible inventory (INI or YAML)."),
+) -> None:
+    """Check a lab inventory before provisioning: the groups, one entry per machine, node names,
+    the load generators' addresses. One line per problem; exit 1 if there is any."""
+    import sys
+
+    from testbed.kube.inventory import inventory_problems
+
+    problems = inventory_problems(inventory)
+    for line in problems:
+        print(f"scoretune: {line}", file=sys.stderr)
+    if problems:
+        raise typer.Exit(1)
+    print(f"{inventory}: the inventory has every group the lab needs")

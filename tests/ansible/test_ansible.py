@@ -23,7 +23,7 @@ from testbed.kube.render import RENDER_LAYOUT
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent
-PLAYBOOKS = ["site.yml", "knative.yml", "scheduler.yml", "functions.yml", "loadgen.yml", "openwhisk.yml", "teardown.yml"]
+PLAYBOOKS = ["preflight.yml", "site.yml", "knative.yml", "scheduler.yml", "functions.yml", "loadgen.yml", "openwhisk.yml", "teardown.yml"]
 ROLES = sorted(p.name for p in (ANSIBLE / "roles").iterdir() if p.is_dir())
 
 
@@ -95,7 +95,10 @@ def test_makefile_runs_the_playbooks_in_order():
     up = [c for c in _make_dry_run("testbed-up", INVENTORY="inv.ini") if any(w.endswith("ansible-playbook") for w in c)]
     assert len(up) == 1 and up[0][up[0].index("-i") + 1] == "inv.ini"
     assert _playbooks(up[0]) == [f"ansible/{p}" for p in
-                                 ["site.yml", "knative.yml", "scheduler.yml", "functions.yml", "loadgen.yml"]]
+                                 ["preflight.yml", "site.yml", "knative.yml", "scheduler.yml", "functions.yml",
+                                  "loadgen.yml"]]
+    checks = [c for c in _make_dry_run("testbed-up", INVENTORY="inv.ini") if c[1:3] == ["kube", "check-inventory"]]
+    assert [c[3:] for c in checks] == [["inv.ini"]]  # the inventory is checked before any playbook
     (down,) = [c for c in _make_dry_run("testbed-down", INVENTORY="inv.ini")
                if any(w.endswith("ansible-playbook") for w in c)]
     assert _playbooks(down) == ["ansible/teardown.yml"]
