@@ -636,7 +636,8 @@ class KubeBackend:
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, allow: Sequence[int] = (), **kwargs: Any) -> Any:
         """One API request; an API error or an unreachable server becomes a TestbedError naming
-        ``what`` was being done. An error whose status is in ``allow`` returns None instead."""
+        ``what`` was being done (a :class:`LabFault` for a 5xx, 429 or no answer, which pass). An
+        error whose status is in ``allow`` returns None instead."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
@@ -645,9 +646,11 @@ class KubeBackend:
         except ApiException as err:
             if err.status in allow:
                 return None
-            raise TestbedError(f"Kubernetes API: {what} failed: {_api_message(err)}") from None
-        except HTTPError as err:
-            raise TestbedError(f"Kubernetes API at {self.host}: {what} failed: {err}") from None
+            # a server error or throttling passes (a LabFault: the step is retried); a 4xx is ours
+            kind = LabFault if (err.status or 0) >= 500 or err.status == 429 else TestbedError
+            raise kind(f"Kubernetes API: {what} failed: {_api_message(err)}") from None
+        except HTTPError as err:  # the API server unreachable or timing out: the lab, for now
+            raise LabFault(f"Kubernetes API at {self.host}: {what} failed: {err}") from None
 
     # --- apply ------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from fakecri import resolved
 
 from loadgen.workload import make_workload
 from testbed.backend import Backend
-from testbed.errors import ConfigError, TestbedError
+from testbed.errors import ConfigError, LabFault, TestbedError
 from testbed.kube.backend import KubeBackend, fill_nodes
 from testbed.kube.render import (
     CONFIG_HASH_ANNOTATION,
@@ -285,14 +285,21 @@ def test_a_configmap_that_cannot_be_created_changes_nothing(fake, backend):
 def test_an_api_error_names_the_call(fake, backend):
     fake.fail_paths[DEP] = (403, 'deployments.apps "scoretune-scheduler" is forbidden: User "lab" cannot get')
     with pytest.raises(TestbedError, match=r"reading Deployment kube-system/scoretune-scheduler failed: 403 Forbidden: "
-                                           r'deployments.apps "scoretune-scheduler" is forbidden'):
+                                           r'deployments.apps "scoretune-scheduler" is forbidden') as err:
+        backend.apply(BINPACK)
+    assert not isinstance(err.value, LabFault)  # RBAC is the setup's, not a passing fault: the experiment stops
+
+
+def test_a_server_error_is_a_lab_fault_the_loop_retries(fake, backend):
+    fake.fail_paths[DEP] = (503, "the server is currently unable to handle the request")
+    with pytest.raises(LabFault, match=r"reading Deployment kube-system/scoretune-scheduler failed: 503"):
         backend.apply(BINPACK)
 
 
 def test_an_unreachable_api_server_names_the_address(fake):
     backend = make_backend(fake, api_s=2.0)
     fake.stop()
-    with pytest.raises(TestbedError, match=rf"^Kubernetes API at {fake.url}: reading Deployment"):
+    with pytest.raises(LabFault, match=rf"^Kubernetes API at {fake.url}: reading Deployment"):
         backend.apply(BINPACK)
 
 

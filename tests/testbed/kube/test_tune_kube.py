@@ -59,3 +59,30 @@ def test_cold_nodes_of_tune_reach_the_kube_backends_reset(fake, tmp_path):
         assert fake.held("node-1") >= images
     finally:
         backend.close()
+
+
+def test_the_load_generator_options_of_tune_reach_the_kube_backend(fake, tmp_path):
+    """``tune --remote-workers/--master-bind-host/--master-port/--workers-wait-s`` are stored with
+    the experiment and build the backend that hands them to the replay."""
+    from agent.cli.tune import TuneArgs, tune_config
+    from agent.loop.backends import KubeOptions, make_backend
+
+    args = TuneArgs(backend="kube", workload="w.parquet", method="random", kubeconfig=str(write_kubeconfig(fake, tmp_path)),
+                    ingress_url=fake.url, remote_workers=2, master_bind_host="10.0.0.20", master_port=5600,
+                    workers_wait_s=45.0, fault_wait_s=5.0)
+    config = tune_config(args, set())
+    assert config.fault_wait_s == 5.0
+    backend = make_backend("kube", None, kube=KubeOptions(**config.backend_options))
+    try:
+        assert (backend.remote_workers, backend.master_bind_host, backend.master_port, backend.workers_wait_s) == (
+            2, "10.0.0.20", 5600, 45.0)
+    finally:
+        backend.close()
+
+
+def test_a_bad_master_address_is_one_line(tmp_path):
+    result = CliRunner().invoke(app, ["tune", "--backend", "kube", "--workload", "lab", "--method", "random",
+                                      "--master-bind-host", "not an address", "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0 and "--master-bind-host: 'not an address' is not an IP address or a host name" \
+        in result.output
+    assert not (tmp_path / "o").exists()
