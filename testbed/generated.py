@@ -29,6 +29,21 @@ arrivals, the two traces the training split already uses. A random window (20-10
 is compressed into the run's duration and resampled to the drawn load, keeping the trace's burst
 shape at a one-second grain; its functions are remapped onto a random subset of the suite. The
 held-out split's traces (Azure 2021, the GenAI traces) are never read here.
+
+A third family, ``generated_scenario(seed, "small")`` (``gensmall-N``), is the regime the two above
+hold only diluted and where the weights matter most (docs/results/headroom): **a few small nodes
+of different hardware generations**, where the scheduler's inputs pull against each other. Each
+member has 2-3 generations of 1-3 nodes each (3-6 nodes, 1-2 cores): the newest at speed 1, each
+older one 1.3-1.8x slower (successive server CPU generations in public fleet data, e.g. the
+Alibaba 2018 and Google 2019 cluster traces' machine platforms, differ by roughly that per
+generation; two generations apart gives up to ~3x); the **oldest, long-lived nodes hold the
+function images** (they have run the functions before) with probability 0.7 while the newest are
+cold; the newest are **spot nodes tainted PreferNoSchedule** with probability 0.4; zones with
+probability 0.3; the newest memory-tight with probability 0.3; image pull at 25-100 MiB/s. The
+workload is short (15-60 s, where image-pull cold starts weigh most), Poisson or 2-MMPP over 3-5
+suite functions at 30-90 % of the speed-weighted capacity. It is defined from the plugins'
+inputs and those fleet facts, not from the lab clusters or the held-out split; its held-out members
+are seeds training never draws (:data:`agent.objectives.sim.GENERATED_TRAIN_SEEDS` and up).
 """
 
 from __future__ import annotations
@@ -60,7 +75,13 @@ TRACE_SOURCES: dict[str, tuple[str, str, float]] = {
 #: A window holds at least this many of the base's arrivals (else it widens), so resampling it
 #: reproduces the trace's shape rather than a handful of points.
 MIN_WINDOW_ARRIVALS = 200
-Family = Literal["synth", "trace"]
+#: A ``gensmall`` run holds at least this many requests (the lab workload has 90 in 15 s).
+MIN_SMALL_REQUESTS = 60.0
+#: The ``gensmall`` held-out members (``gensmall-N``, N in this range), fixed on 2026-12-04 before any
+#: method was scored on the family: seeds neither training (N < 1 000 000) nor validation
+#: (1 000 000 and up, counted from there) draws.
+SMALL_HELD_OUT_SEEDS = range(2_000_000, 2_000_010)
+Family = Literal["synth", "trace", "small"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +100,7 @@ class GeneratedScenario:
 
 
 #: Scenario-name prefix of each family (``gen-7``, ``gentrace-7``).
-PREFIXES: dict[Family, str] = {"synth": "gen-", "trace": "gentrace-"}
+PREFIXES: dict[Family, str] = {"synth": "gen-", "trace": "gentrace-", "small": "gensmall-"}
 
 
 def generated_cluster(rng: np.random.Generator, name: str, images: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -115,6 +136,67 @@ def generated_cluster(rng: np.random.Generator, name: str, images: list[str]) ->
     features = {"groups": n_groups, "zones": zones, "taint": taint_group >= 0, "cached_images": cached,
                 "memory_tight": tight, "pull_mib_per_s": pull}
     return doc, features
+
+
+def small_cluster(rng: np.random.Generator, name: str, images: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ``gensmall`` cluster document: hardware generations, old nodes warm, new nodes spot."""
+    n_gen = int(rng.integers(2, 4))
+    slowdown = [1.0]
+    for _ in range(n_gen - 1):
+        slowdown.append(slowdown[-1] * float(rng.uniform(1.3, 1.8)))
+    warm_old = rng.random() < 0.7
+    spot_new = rng.random() < 0.4
+    zones = rng.random() < 0.3
+    tight_new = rng.random() < 0.3
+    pull = int(rng.choice([25, 50, 100]))
+    cached = sorted(rng.choice(images, size=int(rng.integers(len(images) // 2, len(images) + 1)), replace=False).tolist())
+    counts = rng.integers(1, 4, size=n_gen)
+    while counts.sum() < 3:  # 3-6 nodes: a choice to make, few enough that each placement matters
+        counts[int(rng.integers(n_gen))] += 1
+    while counts.sum() > 6:
+        counts[int(np.argmax(counts))] -= 1
+    groups: list[dict[str, Any]] = []
+    for g in range(n_gen):  # g = 0: the newest generation
+        cpu = float(rng.choice([1.0, 1.5, 2.0]))
+        gib = cpu * (0.75 if (tight_new and g == 0) else float(rng.choice([1.5, 2.0])))
+        group: dict[str, Any] = {"name": f"gen{g}", "count": int(counts[g]), "cpu": f"{int(cpu * 1000)}m",
+                                 "memory": f"{int(gib * 1024)}Mi", "speed": round(1.0 / slowdown[g], 3), "labels": {}}
+        if zones:
+            group["labels"][ZONE_LABEL] = f"zone-{g % 2}"
+        if spot_new and g == 0:
+            group["taints"] = [{"key": "scoretune.io/spot", "value": "true", "effect": "PreferNoSchedule"}]
+        if warm_old and g == n_gen - 1:
+            group["images"] = cached
+        groups.append(group)
+    doc = {"name": name, "description": "generated small heterogeneous cluster (testbed.generated, gensmall)",
+           "defaults": {"pods": 110, "image_pull_bandwidth": f"{pull}Mi"}, "groups": groups}
+    features = {"groups": n_gen, "speed_ratio": round(slowdown[-1], 3), "warm_old": warm_old, "spot_new": spot_new,
+                "zones": zones, "memory_tight": tight_new, "pull_mib_per_s": pull}
+    return doc, features
+
+
+def small_workload(rng: np.random.Generator, cluster: ClusterSpec, seed: int, name: str
+                   ) -> tuple[Workload, dict[str, Any]]:
+    """A short Poisson or 2-MMPP run over 3-5 suite functions (the ``gensmall`` family's)."""
+    from loadgen import synth
+    from testbed.sim.backend import suite_specs
+
+    specs = suite_specs()
+    names = [f for f in FUNCTIONS if f in specs]
+    chosen = sorted(rng.choice(names, size=int(rng.integers(3, 6)), replace=False).tolist())
+    shares = rng.dirichlet(np.ones(len(chosen)))
+    mix = {f: float(s) for f, s in zip(chosen, shares, strict=True)}
+    mean_cpu_s = sum(s * specs[f].work_cpu_s.mean for f, s in mix.items())
+    load, rate = _target_rate(rng, cluster, mean_cpu_s)
+    duration = float(rng.choice([15.0, 30.0, 60.0]))
+    rate = max(rate, MIN_SMALL_REQUESTS / duration)  # enough requests that a run's mean is a measurement
+    if rng.random() < 0.5:
+        gen, wl = "poisson", synth.poisson(rate, duration, mix, seed=seed)
+    else:
+        gen, wl = "mmpp", synth.mmpp([0.3 * rate, 1.7 * rate], [duration / 4, duration / 4], duration, mix, seed=seed)
+    meta = {**wl.metadata, "name": name}
+    return Workload(frame=wl.frame, metadata=meta), {"generator": gen, "functions": chosen, "load": round(load, 3),
+                                                     "rate_per_s": round(rate, 2), "duration_s": duration}
 
 
 def _choose_functions(rng: np.random.Generator, specs: dict[str, Any]) -> list[str]:
@@ -216,8 +298,8 @@ def trace_window_workload(rng: np.random.Generator, cluster: ClusterSpec, name: 
 
 
 def generated_scenario(seed: int, family: Family = "synth") -> GeneratedScenario:
-    """The member ``seed`` (any non-negative integer) of the synthetic (``gen-N``) or trace-window
-    (``gentrace-N``) family."""
+    """The member ``seed`` (any non-negative integer) of the synthetic (``gen-N``), trace-window
+    (``gentrace-N``) or small heterogeneous (``gensmall-N``) family."""
     if seed < 0:
         raise ValueError(f"a generated scenario's seed must be >= 0, got {seed}")
     if family not in PREFIXES:
@@ -225,12 +307,15 @@ def generated_scenario(seed: int, family: Family = "synth") -> GeneratedScenario
     from testbed.sim.backend import suite_specs  # parsed once per process: a member per episode
 
     name = f"{PREFIXES[family]}{seed}"
-    rng = np.random.default_rng([0x5C07E, int(seed)] if family == "synth" else [0x5C07E, 0x7ACE, int(seed)])
+    stream = {"synth": [0x5C07E, int(seed)], "trace": [0x5C07E, 0x7ACE, int(seed)], "small": [0x5C07E, 0x5A11, int(seed)]}
+    rng = np.random.default_rng(stream[family])
     specs = suite_specs()
     images = sorted({specs[f].image for f in FUNCTIONS if f in specs})
-    doc, cfeat = generated_cluster(rng, name, images)
+    doc, cfeat = (small_cluster if family == "small" else generated_cluster)(rng, name, images)
     cluster = parse_cluster(doc, file=f"<generated cluster {name}>")
-    if family == "synth":
+    if family == "small":
+        workload, wfeat = small_workload(rng, cluster, seed, name)
+    elif family == "synth":
         workload, wfeat = generated_workload(rng, cluster, seed)
     else:
         workload, wfeat = trace_window_workload(rng, cluster, name)

@@ -131,6 +131,10 @@ app.command("train", help="Train a tuning policy (SB3 PPO/SAC) on the simulator.
 app.command("evaluate", help="Every method on every held-out scenario, or your own: results table and plots.")(evaluate_command)
 app.command("transfer-prior", help="The training tasks' relative latency per profile, for the transfer baselines.")(
     transfer_prior_command)
+from agent.cli.headroom import headroom_command  # noqa: E402
+
+app.command("headroom", help="Default-to-oracle headroom of every training and evaluation task (docs/results/headroom).")(
+    headroom_command)
 app.command("combine", help="One results table from several `evaluate` outputs, rescored together.")(combine_command)
 app.command("tune", help="One live tuning experiment on sim, local or kube (JSONL log, resume, best config).")(tune_command)
 app.command("lab-table", help="The paper's table on the embedded lab: live experiments per lab scenario and method.")(

@@ -162,3 +162,34 @@ def test_an_unknown_family_is_refused():
 
     with pytest.raises(ConfigError, match="unknown generated family"):
         generated_scenario(0, "traces")  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def small_family():
+    return [generated_scenario(s, "small") for s in SEEDS]
+
+
+def test_the_small_family_is_few_small_nodes_of_different_generations(small_family):
+    """gensmall: 3-6 nodes of 1-2 cores in 2-3 generations, the newest fastest; where warm, the
+    oldest hold the images and the newest are cold; where spot, the newest are tainted."""
+    for g in small_family:
+        nodes = g.cluster.nodes
+        assert 3 <= len(nodes) <= 6 and all(1000 <= n.cpu_milli <= 2000 for n in nodes)
+        by_group: dict[str, list] = {}
+        for n in nodes:
+            by_group.setdefault(n.group, []).append(n)
+        speeds = [by_group[k][0].speed for k in sorted(by_group)]
+        assert speeds[0] == 1.0 and all(a > b for a, b in zip(speeds, speeds[1:], strict=False))  # gen0 newest, fastest
+        assert 1.3 <= 1.0 / speeds[-1] <= 1.8 ** (len(speeds) - 1) + 1e-9
+        newest, oldest = by_group[min(by_group)], by_group[max(by_group)]
+        assert not any(n.images for n in newest)
+        assert bool(oldest[0].images) == g.features["warm_old"]
+        assert bool(newest[0].taints) == g.features["spot_new"]
+        assert not any(n.taints for k in sorted(by_group)[1:] for n in by_group[k])
+        assert g.features["duration_s"] in (15.0, 30.0, 60.0) and len(g.workload) >= 30
+    assert {g.features["warm_old"] for g in small_family} == {True, False}
+    assert {g.features["spot_new"] for g in small_family} == {True, False}
+    a, b = generated_scenario(3, "small"), generated_scenario(3, "small")
+    assert cluster_to_dict(a.cluster) == cluster_to_dict(b.cluster) and a.workload.frame.equals(b.workload.frame)
+    assert generated_scenario(3, "small").name == "gensmall-3"
+    assert cluster_to_dict(generated_scenario(3).cluster) != cluster_to_dict(a.cluster)
