@@ -8,7 +8,9 @@ The grammar of a method name:
   policy file; in ``evaluate``, any name mapped to a policy file (``--ablation NAME=FILE``), where
   ``NAME:sample`` draws with the spread of its JSON and ``NAME:sample-stdX`` with X times it;
 - any of them with ``+reeval`` or ``+reevalK``: the last runs of the budget re-measure the
-  incumbent (agent.tuners.noise).
+  incumbent (agent.tuners.noise);
+- any of them with ``+gpK``: it proposes the first K runs, then GP-BO continues from every run
+  (agent.tuners.handover), e.g. ``policy:sample+gp3``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from agent.actions import ActionCodec
 from agent.errors import AgentError
+from agent.tuners.handover import HandOver, split_handover
 from agent.tuners.noise import NoisyGP, Reeval, split_rule
 from agent.tuners.protocol import Tuner
 from agent.tuners.search import FixedTuner, HillClimber, OptunaTuner, RandomTuner
@@ -72,7 +75,7 @@ class MethodSpec:
 def is_baseline(method: str) -> bool:
     """A baseline, with or without a ``+reeval`` rule (a name with a malformed rule is not one)."""
     try:
-        return split_rule(method)[0] in NOISY_BASELINES
+        return split_rule(split_handover(method)[0])[0] in NOISY_BASELINES
     except AgentError:
         return False
 
@@ -80,6 +83,7 @@ def is_baseline(method: str) -> bool:
 def is_method(method: str, policies: Mapping[str, str] | None = None) -> bool:
     """A name :func:`make_tuner` can build from the baselines and ``policies`` (a malformed ``+`` rule
     is an AgentError naming it)."""
+    method = split_handover(method)[0]
     if method in (policies or {}):
         return True
     base, _ = split_rule(method)  # a malformed rule is an error that says so
@@ -101,6 +105,10 @@ def make_tuner(
     ``policies``: names mapped to policy files (evaluate's ablations); ``steps``: the budget (a
     policy observes its progress through it, ``+reeval`` re-measures in its last runs); ``context``:
     the scenario facts of a full-information policy; ``std_scale`` overrides a policy's spread."""
+    first, k = split_handover(method)
+    if k is not None:
+        return HandOver(make_tuner(first, codec, seed=seed, policy=policy, policies=policies, steps=steps,
+                                   context=context, std_scale=std_scale), codec, k, seed)
     base, rule = split_rule(method)
     if policies and method in policies:
         spec = MethodSpec.parse(base)

@@ -193,3 +193,18 @@ def test_the_small_family_is_few_small_nodes_of_different_generations(small_fami
     assert cluster_to_dict(a.cluster) == cluster_to_dict(b.cluster) and a.workload.frame.equals(b.workload.frame)
     assert generated_scenario(3, "small").name == "gensmall-3"
     assert cluster_to_dict(generated_scenario(3).cluster) != cluster_to_dict(a.cluster)
+
+
+def test_every_small_member_can_run_every_function_it_mixes():
+    """A member whose function fits on no node is infeasible (the simulator refuses it): each
+    chosen function fits the largest node with room for the queue-proxy sidecar."""
+    from testbed.generated import SMALL_HELD_OUT_SEEDS
+    from testbed.sim.backend import suite_specs
+
+    specs = suite_specs()
+    for seed in [*SEEDS, *range(1_000_000, 1_000_010), *SMALL_HELD_OUT_SEEDS]:
+        g = generated_scenario(seed, "small")
+        big_cpu = max(n.cpu_milli for n in g.cluster.nodes)
+        big_mem = max(n.memory_bytes for n in g.cluster.nodes)
+        for f in g.features["functions"]:
+            assert specs[f].cpu_request_milli + 25 <= big_cpu and specs[f].memory_request_bytes < big_mem, (seed, f)
