@@ -161,13 +161,16 @@ def calibrate_cmd(
     repeats: int = typer.Option(4, "--repeats", min=2, max=100, help="--noise: runs per cell."),
     refit: Path | None = typer.Option(None, "--refit", help="--noise: fit the model again from the cells measured in "
                                       "this calibration file (no lab runs) and write it to -o."),
+    beside_hog: int = typer.Option(0, "--beside-hog", min=0, max=64, help="--noise: measure beside this many "
+                                   "CPU-spinning processes (a co-located job), to tell contention from the lab's "
+                                   "own spread."),
 ) -> None:
     """Fit the simulator's timing parameters (work per request, cold-start parts) from lab runs;
     with --noise, measure how much one profile's latency moves between repeated lab runs."""
     if refit is not None and not noise:
         raise InputError("--refit refits a noise calibration: add --noise", field="--refit")
     if noise:
-        _calibrate_noise(cluster, out, runs, seed, durations, rates, repeats, refit)
+        _calibrate_noise(cluster, out, runs, seed, durations, rates, repeats, refit, beside_hog)
         return
     from testbed.local.backend import LocalBackend
     from testbed.local.fidelity import calibrate, fidelity_profiles, write_calibration
@@ -208,9 +211,9 @@ def _numbers(text: str, option: str, high: float) -> list[float]:
 
 
 def _calibrate_noise(cluster: str, out: Path, runs: Path, seed: int, durations: str, rates: str,
-                     repeats: int, refit: Path | None) -> None:
+                     repeats: int, refit: Path | None, beside_hog: int = 0) -> None:
     from testbed.local.backend import LocalBackend
-    from testbed.local.noise import measure_noise, noise_cells, read_noise_cells, write_noise
+    from testbed.local.noise import cpu_hog, measure_noise, noise_cells, read_noise_cells, write_noise
     from testbed.local.scenario import LAB_RATE_PER_S
 
     c = _console()
@@ -236,13 +239,14 @@ def _calibrate_noise(cluster: str, out: Path, runs: Path, seed: int, durations: 
     def progress(d: float, r: float, k: int, mean_s: float, wall_s: float) -> None:
         c.print(f"  {d:g} s at {r:g}/s, repeat {k + 1}/{repeats}: mean {mean_s:.4f} s ({wall_s:.0f} s)")
 
-    with LocalBackend(cluster, seed=seed) as local:
-        c.print(f"notice: {local.cpu_notice}")
+    with LocalBackend(cluster, seed=seed) as local, cpu_hog(beside_hog):
+        c.print(f"notice: {local.cpu_notice}" + (f"; beside {beside_hog} CPU-spinning process(es)" if beside_hog else ""))
         measured = measure_noise(local, cells, repeats, runs, seed=seed, progress=progress)
     info = {"cluster": cluster, "workload": "lab (testbed.local.scenario.lab_workload)", "seed": seed,
             "repeats": repeats, "profile": "default", "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "beside_hog": beside_hog,
             "command": f"scoretune calibrate --noise --cluster {cluster} --durations {durations} --rates {rates} "
-                       f"--repeats {repeats} --seed {seed}"}
+                       f"--repeats {repeats} --seed {seed}" + (f" --beside-hog {beside_hog}" if beside_hog else "")}
     write_noise(out, measured, info)
     _print_noise(c, measured)
     c.print(f"written: {out}")

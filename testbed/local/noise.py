@@ -25,9 +25,12 @@ The file (YAML) keeps every cell and every repeat's value, so the fit can be che
 
 from __future__ import annotations
 
+import contextlib
 import math
+import subprocess
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,6 +158,21 @@ def fit_noise(cells: Sequence[NoiseCell], metric: str = "mean") -> NoiseModel:
     return NoiseModel(c0=math.exp(fitted["c0"]), n_exp=fitted["n_exp"], d_exp=fitted["d_exp"], n0=n0, d0=d0,
                       n_range=(float(n.min()), float(n.max())), d_range=(float(d.min()), float(d.max())),
                       metric=metric)
+
+
+@contextlib.contextmanager
+def cpu_hog(processes: int) -> Iterator[list[subprocess.Popen]]:
+    """``processes`` busy-looping Python processes for the length of the block: a co-located job
+    competing for the CPU, so the lab's own run-to-run spread can be told apart from contention
+    (``scoretune calibrate --noise --beside-hog N``). Killed on the way out, whatever happens."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(max(0, processes))]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def noise_cells(durations: Sequence[float], rates: Sequence[float], reference_rate: float,

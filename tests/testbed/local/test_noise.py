@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -122,3 +123,25 @@ def test_bad_files_are_one_line_naming_the_file(tmp_path, content, message):
 def test_missing_file_says_how_to_make_one(tmp_path):
     with pytest.raises(InputError, match="calibrate --noise"):
         load_noise_model(tmp_path / "none.yaml")
+
+
+def test_the_cpu_hog_spins_for_the_block_and_is_gone_after():
+    """``calibrate --noise --beside-hog N``'s contender: N processes burning CPU, killed on exit
+    (also when the block raises)."""
+    import psutil
+
+    from testbed.local.noise import cpu_hog
+
+    with cpu_hog(1) as procs:
+        (proc,) = procs
+        ps = psutil.Process(proc.pid)
+        before = sum(ps.cpu_times()[:2])
+        time.sleep(0.6)
+        assert sum(ps.cpu_times()[:2]) - before > 0.2  # it burns CPU, not sleeps
+    assert proc.poll() is not None
+    try:
+        with cpu_hog(2) as procs:
+            raise RuntimeError("the measurement failed")
+    except RuntimeError:
+        pass
+    assert all(p.poll() is not None for p in procs)
