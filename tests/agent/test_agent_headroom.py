@@ -24,7 +24,8 @@ def test_headroom_is_the_oracles_gain_over_the_default_weights():
     assert list(table["group"]) == ["a", "lab"] and list(table["tasks"]) == [1, 1]
 
 
-def test_the_command_writes_the_csv_and_the_summary(tmp_path):
+def test_the_command_writes_the_csv_and_the_summary(tmp_path, use_fixture_traces):
+    # the training split's trace scenarios read the fixture traces (a clone has no real ones)
     out = tmp_path / "hr"
     result = CliRunner().invoke(app, ["headroom", "--runs", "10", "--generated", "0", "--validation", "0",
                                       "--jobs", "1", "--out", str(out)])
