@@ -55,6 +55,7 @@ from testbed.errors import ClusterSpecError, LabFault, TestbedError
 from testbed.kube.images import FunctionImage, NodeImages, parse_report, repository
 from testbed.kube.images import problems as image_problems
 from testbed.kube.nodes import describe, health_problems, node_state, schedulable
+from testbed.kube.nodes import get_path as _get
 from testbed.kube.render import (
     CONFIG_HASH_ANNOTATION,
     CONFIG_KEY,
@@ -156,16 +157,6 @@ def _ts(value: Any) -> float | None:
     if hasattr(value, "timestamp"):
         return float(value.timestamp())
     return float(pd.Timestamp(value).timestamp())
-
-
-def _get(obj: Any, *path: str) -> Any:
-    """Walk a pod given as a client model or a dict (watch events are models, lists too)."""
-    cur = obj
-    for key in path:
-        if cur is None:
-            return None
-        cur = cur.get(key) if isinstance(cur, dict) else getattr(cur, key, None)
-    return cur
 
 
 def _condition(pod: Any, kind: str) -> Any:

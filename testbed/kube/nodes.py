@@ -21,10 +21,18 @@ from typing import Any
 PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 
 
-def _get(obj: Any, key: str) -> Any:
-    if obj is None:
-        return None
-    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+def get_path(obj: Any, *path: str) -> Any:
+    """Walk an API object given as a client model or a dict (watch events are models, tests use
+    dicts); None as soon as a step is missing."""
+    cur = obj
+    for key in path:
+        if cur is None:
+            return None
+        cur = cur.get(key) if isinstance(cur, dict) else getattr(cur, key, None)
+    return cur
+
+
+_get = get_path
 
 
 def schedulable(node: Any) -> bool:
@@ -84,4 +92,4 @@ def describe(problems: Iterable[tuple[str, str]]) -> str:
     return "; ".join(f"node {n} {why}" for n, why in problems)
 
 
-__all__ = ["PRESSURE_CONDITIONS", "NodeState", "describe", "health_problems", "node_state", "schedulable"]
+__all__ = ["PRESSURE_CONDITIONS", "NodeState", "describe", "get_path", "health_problems", "node_state", "schedulable"]
