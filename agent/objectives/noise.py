@@ -124,17 +124,46 @@ def noisy_objective(objective: Any, model: Any, *, rng_seed: int, seed_cv: float
                           context=workload_context(objective.cluster, objective.workload))
 
 
+class TrainingObjective:
+    """A noisy objective with its truth beside it, for a training reward only (the ``true`` reward
+    of agent.rl.rewards): the environment reads ``truth`` to pay for what a tuner would really get,
+    the policy observes only the measurements. Never built by the evaluation or the live loop."""
+
+    def __init__(self, measured: NoisyObjective, truth: Truth) -> None:
+        self.measured = measured
+        self.truth = truth
+        self.name = measured.name
+
+    def __call__(self, setting: WeightSetting) -> float:
+        return self.measured(setting)
+
+    @property
+    def runs(self) -> int:
+        return self.measured.runs
+
+    def context(self) -> Mapping[str, float]:
+        return self.measured.context()
+
+
 class NoisySampler:
-    """Training objectives of ``base`` (an ObjectiveSampler of SimObjectives) measured with noise.
+    """Training objectives of ``base`` (an ObjectiveSampler of SimObjectives) measured with noise;
+    with ``truth_seeds`` >= 2 each carries its truth over that many seeds (:class:`TrainingObjective`).
 
     Training does not subtract each objective's own seed spread (that would cost ten extra runs per
     episode on a fresh generated member): its episodes are, if anything, slightly noisier than the
     evaluation's. Picklable, so SubprocVecEnv workers can rebuild it."""
 
-    def __init__(self, base: Any, model: Any) -> None:
+    def __init__(self, base: Any, model: Any, truth_seeds: int = 0) -> None:
+        if truth_seeds and truth_seeds < 2:
+            raise AgentError(f"--truth-seeds must be 0 (no truth) or >= 2, got {truth_seeds}")
         self.base = base
         self.model = model
+        self.truth_seeds = int(truth_seeds)
 
-    def __call__(self, rng: np.random.Generator) -> NoisyObjective:
+    def __call__(self, rng: np.random.Generator) -> NoisyObjective | TrainingObjective:
         objective = self.base(rng)
-        return noisy_objective(objective, self.model, rng_seed=int(rng.integers(2**31)))
+        noisy = noisy_objective(objective, self.model, rng_seed=int(rng.integers(2**31)))
+        if not self.truth_seeds:
+            return noisy
+        truth = Truth(objective.cluster, objective.workload, metric=objective.metric, seeds=self.truth_seeds)
+        return TrainingObjective(noisy, truth)

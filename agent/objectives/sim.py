@@ -186,17 +186,22 @@ class GeneratedObjective(SimObjective):
 class MixedSampler:
     """A training objective: with probability ``generated`` a fresh member of the generated family
     (``testbed.generated``, seeds below :data:`GENERATED_TRAIN_SEEDS`), otherwise a scenario of the
-    split as :class:`SplitSampler` draws it. A generated member is of the trace-window family with
-    probability ``traces``, else of the synthetic one. Picklable, like :class:`SplitSampler`."""
+    split as :class:`SplitSampler` draws it. A generated member is of the small heterogeneous family
+    (``gensmall``: the lab's regime of few small nodes) with probability ``small``, otherwise of the
+    trace-window family with probability ``traces``, else of the synthetic one. Picklable, like
+    :class:`SplitSampler`."""
 
     def __init__(self, split: str, generated: float, metric: str = "mean", names: Sequence[str] | None = None,
-                 seeds: int = 1000, traces: float = 0.0) -> None:
+                 seeds: int = 1000, traces: float = 0.0, small: float = 0.0) -> None:
         if not 0.0 <= generated <= 1.0:
             raise AgentError(f"the generated share must be in [0, 1], got {generated}")
         if not 0.0 <= traces <= 1.0:
             raise AgentError(f"the generated-traces share must be in [0, 1], got {traces}")
+        if not 0.0 <= small <= 1.0:
+            raise AgentError(f"the generated-small share must be in [0, 1], got {small}")
         self.generated = float(generated)
         self.traces = float(traces)
+        self.small = float(small)
         self.metric = metric
         self.seeds = seeds
         self.split = SplitSampler(split, metric, names, seeds) if generated < 1.0 else None
@@ -205,18 +210,24 @@ class MixedSampler:
         if self.split is None or rng.random() < self.generated:
             # the family is drawn only when asked for, so a run without traces draws
             # exactly the sequence it drew before the trace family existed (its command reproduces)
-            family: Family = "trace" if self.traces > 0.0 and rng.random() < self.traces else "synth"
+            # (and likewise the small family: a run without it draws what it drew before it existed)
+            family: Family = "small" if self.small > 0.0 and rng.random() < self.small else "synth"
+            if family == "synth" and self.traces > 0.0 and rng.random() < self.traces:
+                family = "trace"
             return GeneratedObjective(int(rng.integers(GENERATED_TRAIN_SEEDS)), seed=int(rng.integers(self.seeds)),
                                       metric=self.metric, family=family)
         return self.split(rng)
 
 
 def split_sampler(split: str, *, metric: str = "mean", names: Sequence[str] | None = None,
-                  generated: float = 0.0, traces: float = 0.0) -> ObjectiveSampler:
+                  generated: float = 0.0, traces: float = 0.0, small: float = 0.0) -> ObjectiveSampler:
     """Training objectives from a split, mixed with the generated families when ``generated > 0``
-    (``traces``: the share of generated members that replay a trace window)."""
+    (``small``: the share of generated members from the small heterogeneous family; ``traces``: the
+    share of the others that replay a trace window)."""
     if traces != 0.0 and generated == 0.0:
         raise AgentError("a generated-traces share needs a generated share > 0 (--generated)")
+    if small != 0.0 and generated == 0.0:
+        raise AgentError("a generated-small share needs a generated share > 0 (--generated)")
     if generated != 0.0:  # MixedSampler refuses a share outside [0, 1]
-        return MixedSampler(split, generated, metric, names, traces=traces)
+        return MixedSampler(split, generated, metric, names, traces=traces, small=small)
     return SplitSampler(split, metric, names)

@@ -80,9 +80,9 @@ class PolicyConfig:
         from agent.metrics import METRICS
         from agent.rl.env import ACTION_KINDS
         from agent.rl.observation import INFO_MODES
-        from agent.rl.rewards import REWARDS
+        from agent.rl.rewards import TRAIN_REWARDS
 
-        choices = {"algo": ALGOS, "reward": REWARDS, "info": INFO_MODES, "metric": METRICS,
+        choices = {"algo": ALGOS, "reward": TRAIN_REWARDS, "info": INFO_MODES, "metric": METRICS,
                    "act": ("mean", "sample"), "action": ACTION_KINDS, "format": ("model", "policy")}
         for name, valid in choices.items():
             value = getattr(self, name)

@@ -24,7 +24,7 @@ from agent.actions import ActionCodec, WeightSetting
 from agent.errors import AgentError
 from agent.objectives.protocol import Objective, ObjectiveSampler
 from agent.rl.observation import ObservationBuilder
-from agent.rl.rewards import REWARDS, reward
+from agent.rl.rewards import TRAIN_REWARDS, TRUE_REWARD, reward, true_reward
 
 ENV_ID = "scoretune/SchedulerTuning-v0"
 
@@ -48,8 +48,10 @@ class SchedulerTuningEnv(gym.Env):
     weights). The first observation describes that run.
 
     ## Reward
-    A percentage improvement (percent points), one of ``agent.rl.rewards.REWARDS``: over the previous
-    step, the part of a new best (relative to the reference), or over the reference.
+    A percentage improvement (percent points), one of ``agent.rl.rewards.TRAIN_REWARDS``: over the
+    previous step, the part of a new best (relative to the reference), over the reference, or
+    (``true``) the change of the incumbent's true latency, read from the objective's ``truth``
+    (a :class:`~agent.objectives.noise.TrainingObjective`; an objective without one is its own truth).
 
     ## Episode End
     ``terminated`` after ``steps`` runs: the experiment's budget is part of the task and the step
@@ -70,8 +72,8 @@ class SchedulerTuningEnv(gym.Env):
         incumbent: bool = False,
     ) -> None:
         super().__init__()
-        if reward_kind not in REWARDS:
-            raise AgentError(f"unknown reward {reward_kind!r}; valid: {list(REWARDS)}")
+        if reward_kind not in TRAIN_REWARDS:
+            raise AgentError(f"unknown reward {reward_kind!r}; valid: {list(TRAIN_REWARDS)}")
         if sampler is None:
             from agent.objectives.sim import split_sampler
 
@@ -92,6 +94,22 @@ class SchedulerTuningEnv(gym.Env):
         best = self.settings[int(np.argmin(self.history))]  # first of equals: the reference wins ties
         return self.builder.frame(self.settings[-1], self.history, context=self._context, best_setting=best)
 
+    def _true_latency(self, setting: WeightSetting, measured: float) -> float:
+        """The true latency of ``setting``: the objective's truth, or the measurement itself when the
+        objective has none (noise-free, a measurement is the truth)."""
+        truth = getattr(self.objective, "truth", None)
+        return float(truth(setting)) if truth is not None else measured
+
+    def _reward(self, setting: WeightSetting, metric: float) -> float:
+        if self.reward_kind != TRUE_REWARD:
+            return reward(self.reward_kind, self.history, metric)
+        before = int(np.argmin(self.history))  # first of equals, as the applied profile is chosen
+        if metric >= self.history[before]:
+            return 0.0  # the incumbent did not change, nor did its truth (nothing to compute)
+        q = self._true_latency
+        return true_reward(q(self.settings[0], self.history[0]), q(self.settings[before], self.history[before]),
+                           q(setting, metric))
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = options or {}
@@ -111,7 +129,7 @@ class SchedulerTuningEnv(gym.Env):
         action = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
         setting = self.codec.decode(action)
         metric = float(self.objective(setting))
-        r = reward(self.reward_kind, self.history, metric)
+        r = self._reward(setting, metric)
         self.history.append(metric)
         self.settings.append(setting)
         step = len(self.history) - 1

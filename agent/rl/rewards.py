@@ -13,6 +13,16 @@ A tuning experiment minimises a latency metric ``m`` (seconds). Step 0 measures 
 - ``reference``: ``100 (m_ref - m_t) / m_ref`` — improvement of this step over the reference. Its
   return is ``T`` times the mean improvement, so it also asks every step to be good.
 
+A fourth variant exists for training only, where the simulator knows what a lab never does:
+
+- ``true``: ``100 (q(inc_{t-1}) - q(inc_t)) / q(ref)`` with ``inc_t`` the profile a tuner would
+  apply after step ``t`` (the best *measured* so far) and ``q`` its **true** latency (the noisy
+  protocol's truth: a mean over simulator seeds no measurement draws). Under noise the incumbent can
+  change to a profile that only measured lucky, and this reward is then negative, where ``best``
+  pays for the lucky draw. The return telescopes to the true improvement of the applied profile,
+  exactly what the noisy protocol scores. Without noise a measurement is the truth and ``true``
+  equals ``best``.
+
 Rewards are clipped to ``[-REWARD_CLIP, REWARD_CLIP]`` so one pathological run (a profile that
 strands pods, latency x20) cannot dominate a PPO batch.
 """
@@ -25,6 +35,10 @@ from collections.abc import Sequence
 from agent.errors import AgentError
 
 REWARDS = ("previous", "best", "reference")
+"""The rewards a measured history gives (a live experiment records one of these)."""
+TRUE_REWARD = "true"
+TRAIN_REWARDS = (*REWARDS, TRUE_REWARD)
+"""The rewards training offers: the measured ones and the truth's (agent.rl.env)."""
 REWARD_CLIP = 100.0
 
 
@@ -57,3 +71,9 @@ def reward(kind: str, history: Sequence[float], metric: float) -> float:
     if kind == "reference":
         return _clip(percent_improvement(ref, metric))
     raise AgentError(f"unknown reward {kind!r}; valid: {list(REWARDS)}")
+
+
+def true_reward(reference: float, before: float, after: float) -> float:
+    """The ``true`` reward: the change of the applied profile's true latency from ``before`` to
+    ``after``, in percent of the reference's true latency (negative when the incumbent got worse)."""
+    return _clip(percent_improvement(reference, after) - percent_improvement(reference, before))

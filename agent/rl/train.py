@@ -76,8 +76,14 @@ class Args:
     generated: float = _doc("Share of training episodes on generated scenarios (testbed.generated), 0..1.", default=0.0)
     generated_traces: float = _doc("Share of the generated episodes that replay a window of a training-side trace "
                                    "(gentrace-N) instead of a synthetic workload, 0..1.", default=0.0)
+    generated_small: float = _doc("Share of the generated episodes on the small heterogeneous family (gensmall-N: "
+                                  "few small nodes of different generations, the lab's regime), 0..1; the rest "
+                                  "split by --generated-traces.", default=0.0)
     steps: int = _doc("Runs per tuning experiment after the reference (T).", default=10)
-    reward: str = _doc("Reward variant: best, previous or reference (agent.rl.rewards).", default="best")
+    reward: str = _doc("Reward variant: best, previous, reference, or true: the change of the applied profile's true "
+                       "latency, which the simulator knows (with --noise; agent.rl.rewards).", default="best")
+    truth_seeds: int = _doc("With --reward true and --noise: simulator seeds of a profile's truth (computed only "
+                            "when the incumbent changes).", default=3)
     info: str = _doc("Observation: limited (relative metrics only) or full (adds absolute figures).", default="limited")
     frame_stack: int = _doc("Frames stacked by FrameStackObservation (1 = off).", default=4)
     incumbent: bool = _doc("Observe the best action so far in every frame (agent.rl.observation).", default=False)
@@ -118,14 +124,16 @@ def make_sampler(args: Args, noise: Any = None):
 
     names = [s for s in args.scenarios.split(",") if s] or None
     sampler = split_sampler(args.split, metric=args.metric, names=names, generated=args.generated,
-                            traces=args.generated_traces)
-    return sampler if noise is None else _noisy(sampler, noise)
+                            traces=args.generated_traces, small=args.generated_small)
+    return sampler if noise is None else _noisy(sampler, noise, args)
 
 
-def _noisy(sampler: Any, noise: Any):
+def _noisy(sampler: Any, noise: Any, args: Args):
+    """``sampler`` measured with ``noise``; with the ``true`` reward each objective carries its truth."""
     from agent.objectives.noise import NoisySampler
+    from agent.rl.rewards import TRUE_REWARD
 
-    return NoisySampler(sampler, noise)
+    return NoisySampler(sampler, noise, truth_seeds=args.truth_seeds if args.reward == TRUE_REWARD else 0)
 
 
 def load_noise(args: Args):
@@ -154,6 +162,14 @@ def check_args(args: Args) -> None:
         value = getattr(args, name)
         if not (math.isfinite(value) and low <= value <= high) or (name == "learning_rate" and value == 0):
             raise AgentError(f"--{name.replace('_', '-')} must be a finite number in [{low:g}, {high:g}], got {value}")
+    from agent.rl.rewards import TRAIN_REWARDS, TRUE_REWARD
+
+    if args.reward not in TRAIN_REWARDS:
+        raise AgentError(f"--reward must be one of {list(TRAIN_REWARDS)}, got {args.reward!r}")
+    if args.reward == TRUE_REWARD and not 2 <= args.truth_seeds <= 100:
+        raise AgentError(f"--truth-seeds must be in 2..100 with --reward true, got {args.truth_seeds}")
+    if args.reward == TRUE_REWARD and not args.noise:
+        log.warning("--reward true without --noise: a noise-free measurement is the truth, so it pays as --reward best")
     if args.vec not in ("subproc", "dummy"):
         raise AgentError(f"--vec must be subproc or dummy, got {args.vec!r}")
     sizes = [p.strip() for p in args.net_arch.split(",")]
@@ -259,7 +275,7 @@ def train(args: Args, sampler=None) -> Path:
     if sampler is None:
         sampler = make_sampler(args, noise)
     elif noise is not None:
-        sampler = _noisy(sampler, noise)
+        sampler = _noisy(sampler, noise, args)
     vec_cls = SubprocVecEnv if args.vec == "subproc" and args.num_envs > 1 else DummyVecEnv
     vec_kwargs: dict[str, Any] = {}
     if args.ray:

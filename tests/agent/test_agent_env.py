@@ -64,6 +64,61 @@ def test_rewards_follow_the_chosen_variant():
     assert r == pytest.approx(100 * (ref - step_info["metric"]) / ref)
 
 
+class _LuckyObjective:
+    """Measures a fixed sequence of values (noise the test chooses) over a known truth per profile."""
+
+    def __init__(self, measured, truth):
+        self.measured, self.true, self.name = list(measured), truth, "lucky"
+
+    def __call__(self, setting):
+        return self.measured.pop(0)
+
+    def truth(self, setting):
+        return self.true[setting.label()]
+
+    def context(self):
+        return {}
+
+
+def test_true_reward_pays_the_incumbent_truth_and_punishes_a_lucky_measurement():
+    from agent.actions import ActionCodec
+
+    codec = ActionCodec()
+    a, b, c = (np.full(codec.dim, v, np.float32) for v in (1.0, -0.2, 0.4))
+    ref, sa, sb, sc = codec.reference(), codec.decode(a), codec.decode(b), codec.decode(c)
+    assert len({s.label() for s in (ref, sa, sb, sc)}) == 4
+    truth = {ref.label(): 10.0, sa.label(): 8.0, sb.label(): 9.0, sc.label(): 7.0}
+    # a measures 8.5 (a new best, truly 8); b measures 7.9, lucky (truly 9, worse than a);
+    # c measures 8.2, not a new best (truly 7, but the tuner cannot know it: nothing is paid)
+    obj = _LuckyObjective([10.0, 8.5, 7.9, 8.2], truth)
+    env = SchedulerTuningEnv(analytic_sampler, steps=3, reward_kind="true")
+    env.reset(options={"objective": obj})
+    rewards = [env.step(x)[1] for x in (a, b, c)]
+    assert rewards == pytest.approx([20.0, -10.0, 0.0])
+    assert sum(rewards) == pytest.approx(100 * (10.0 - 9.0) / 10.0)  # the applied profile (b)'s true gain
+    # the measured "best" reward pays the lucky draw instead
+    best = SchedulerTuningEnv(analytic_sampler, steps=3, reward_kind="best")
+    best.reset(options={"objective": _LuckyObjective([10.0, 8.5, 7.9, 8.2], truth)})
+    assert [best.step(x)[1] for x in (a, b, c)] == pytest.approx([15.0, 6.0, 0.0])
+
+
+def test_true_reward_without_a_truth_equals_best():
+    rng = np.random.default_rng(7)
+    actions = [rng.uniform(-1, 1, _action_dim()).astype(np.float32) for _ in range(6)]
+    paid = {}
+    for kind in ("true", "best"):
+        env = SchedulerTuningEnv(analytic_sampler, steps=6, reward_kind=kind)
+        env.reset(options={"objective": AnalyticObjective(seed=11)})
+        paid[kind] = [env.step(x)[1] for x in actions]
+    assert paid["true"] == pytest.approx(paid["best"]) and sum(paid["best"]) > 0
+
+
+def _action_dim() -> int:
+    from agent.actions import ActionCodec
+
+    return ActionCodec().dim
+
+
 def _episode(env, objective, actions):
     obs, _ = env.reset(options={"objective": objective})
     out = [obs]

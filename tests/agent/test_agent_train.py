@@ -162,6 +162,24 @@ def test_generated_traces_share_picks_the_trace_window_family(use_fixture_traces
     assert [old(a).name for _ in range(8)] == [new(b).name for _ in range(8)]
 
 
+def test_generated_small_share_picks_the_small_family_and_keeps_older_draws(use_fixture_traces):
+    rng = np.random.default_rng(1)
+    sampler = pickle.loads(pickle.dumps(split_sampler("train", generated=1.0, traces=0.5, small=0.4)))
+    names = [sampler(rng).scenario_name for _ in range(40)]
+    small = [n for n in names if n.startswith("gensmall-")]
+    assert 8 <= len(small) <= 26  # 16 expected
+    assert all(int(n.split("-")[1]) < GENERATED_TRAIN_SEEDS for n in small)  # never a held-out member
+    assert any(n.startswith("gentrace-") for n in names) and any(n.startswith("gen-") for n in names)
+    # without a small share the sampler draws exactly what it drew before the small family existed
+    old, new = MixedSampler("train", 0.75, traces=0.5), MixedSampler("train", 0.75, traces=0.5, small=0.0)
+    a, b = np.random.default_rng(4), np.random.default_rng(4)
+    assert [old(a).name for _ in range(8)] == [new(b).name for _ in range(8)]
+    with pytest.raises(AgentError, match="generated-small share must be in"):
+        split_sampler("train", generated=0.5, small=2.0)
+    with pytest.raises(AgentError, match="needs a generated share"):
+        split_sampler("train", small=0.5)
+
+
 def test_generated_traces_share_is_checked():
     with pytest.raises(AgentError, match="generated-traces share must be in"):
         split_sampler("train", generated=0.5, traces=1.5)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import InputError
+from agent.errors import AgentError, InputError
 from agent.rl.artefacts import PolicyConfig
 from agent.rl.train import Args, train
 from testbed.local.noise import NoiseCell, load_noise_model, write_noise
@@ -110,3 +110,47 @@ def test_init_starts_from_the_shipped_policys_weights(tmp_path):
     small = PPO("MlpPolicy", env, policy_kwargs=dict(net_arch=dict(pi=[8], vf=[8])), device="cpu")
     with pytest.raises(InputError, match="does not fit"):
         init_weights(small, shipped)
+
+
+def _lab_noise(tmp_path) -> Path:
+    return write_noise(tmp_path / "cal" / "noise.yaml", {
+        "mean": [NoiseCell(10.0, 3.0, (0.50, 0.56, 0.47)), NoiseCell(40.0, 3.0, (0.51, 0.53, 0.50))],
+    }, {"cluster": "lab-small", "repeats": 3})
+
+
+def test_true_reward_training_gives_each_episode_its_truth_and_records_it(tmp_path, monkeypatch):
+    """--reward true --noise: every episode's objective carries a Truth over seeds no measurement
+    draws, computed only for incumbents; the policy's config says how it was paid."""
+    import agent.objectives.noise as noise_mod
+    from agent.objectives.sim import SimObjective
+    from loadgen.synth import poisson
+    from testbed.cluster import load_cluster
+
+    cluster, workload = load_cluster("lab-small"), poisson(2.0, 10.0, ["float-ops", "aes"], seed=0)
+    made: list[noise_mod.TrainingObjective] = []
+    real = noise_mod.TrainingObjective.__init__
+
+    def recording(self, measured, truth):
+        real(self, measured, truth)
+        made.append(self)
+
+    monkeypatch.setattr(noise_mod.TrainingObjective, "__init__", recording)
+    path = _lab_noise(tmp_path)
+    model_path = train(_tiny(tmp_path, path, reward="true", truth_seeds=2),
+                       sampler=lambda rng: SimObjective(cluster, workload, seed=int(rng.integers(3))))
+    assert made and all(len(t.truth.seeds) == 2 for t in made)
+    measured = {s for t in made for s in t.measured.seeds}
+    assert measured and not measured & {s for t in made for s in t.truth.seeds}
+    # a truth is computed for incumbents only: fewer profiles than runs
+    assert 0 < sum(len(t.truth._cache) for t in made) < sum(t.runs for t in made)
+    config = PolicyConfig.load(model_path.with_suffix(".json"))
+    assert config.reward == "true" and json.loads(model_path.with_suffix(".json").read_text())["train_args"][
+        "truth_seeds"] == 2
+
+
+@pytest.mark.parametrize("kw, message", [(dict(reward="truth"), "--reward must be one of"),
+                                          (dict(reward="true", truth_seeds=1), "--truth-seeds must be in 2..100")])
+def test_bad_reward_options_fail_before_training(tmp_path, kw, message):
+    with pytest.raises(AgentError, match=message):
+        train(_tiny(tmp_path, _lab_noise(tmp_path), **kw), sampler=_no_episode)
+    assert not (tmp_path / "run").exists()
