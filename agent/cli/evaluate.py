@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from enum import StrEnum
 from pathlib import Path
@@ -158,7 +157,7 @@ def evaluate_command(
 
         model = load_noise_model(noise, metric.value)
         if noise_scale != 1.0:
-            model = dataclasses.replace(model, c0=model.c0 * noise_scale)
+            model = model.scaled(noise_scale)
         p = Protocol(steps=steps, budgets=tuple(_int_list(budgets, "--budgets")), noise=model.to_dict(),
                      truth_seeds=truth_seeds, oracle_runs=oracle_runs, metric=metric.value)
     else:

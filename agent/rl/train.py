@@ -109,6 +109,8 @@ class Args:
     noise: str = _doc("A noise calibration (`scoretune calibrate --noise`): train on noisy episodes, every run a "
                       "fresh simulator seed and a calibrated measurement error (agent/objectives/noise.py); empty = the "
                       "noise-free protocol.", default="")
+    noise_scale: float = _doc("With --noise: multiply the calibrated spread by this (0.25 = a lab a quarter as noisy; "
+                              "as `evaluate --noise-scale`).", default=1.0)
     init: str = _doc("Start from this policy's weights (a zip from `train` or agent/policies/, same algorithm, "
                      "observation and network): fine-tuning, e.g. on noisy episodes.", default="")
 
@@ -143,7 +145,8 @@ def load_noise(args: Args):
         return None
     from testbed.local.noise import load_noise_model
 
-    return load_noise_model(Path(args.noise), metric=str(args.metric))
+    model = load_noise_model(Path(args.noise), metric=str(args.metric))
+    return model if args.noise_scale == 1.0 else model.scaled(args.noise_scale)
 
 
 def check_args(args: Args) -> None:
@@ -156,7 +159,7 @@ def check_args(args: Args) -> None:
         value = getattr(args, name)
         if not low <= value <= high:
             raise AgentError(f"--{name.replace('_', '-')} must be in {low}..{high}, got {value}")
-    floats = {"learning_rate": (0.0, 1.0), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "clip_range": (0.0, 10.0),
+    floats = {"noise_scale": (0.0, 100.0), "learning_rate": (0.0, 1.0), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "clip_range": (0.0, 10.0),
               "ent_coef": (0.0, 10.0), "log_std_init": (-20.0, 20.0)}
     for name, (low, high) in floats.items():
         value = getattr(args, name)

@@ -26,6 +26,7 @@ The file (YAML) keeps every cell and every repeat's value, so the fit can be che
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import subprocess
 import sys
@@ -94,6 +95,13 @@ class NoiseModel:
             if isinstance(low, bool) or isinstance(high, bool) or not (0 <= low <= high):
                 raise InputError(f"must be [low, high] with 0 <= low <= high, got {[low, high]!r}",
                                  file=self.source or None, field=f"model.{name}")
+
+    def scaled(self, factor: float) -> NoiseModel:
+        """The same model with every spread multiplied by ``factor`` (a lab ``factor`` times as noisy:
+        the sensitivity rows of the noisy protocol, and training at that noise)."""
+        if isinstance(factor, bool) or not (math.isfinite(factor) and factor >= 0):
+            raise InputError(f"a noise scale is a finite number >= 0, got {factor!r}", field="noise_scale")
+        return dataclasses.replace(self, c0=self.c0 * float(factor))
 
     def cv(self, requests: float, duration_s: float) -> float:
         """The predicted coefficient of variation of one run of ``requests`` requests over

@@ -154,3 +154,17 @@ def test_bad_reward_options_fail_before_training(tmp_path, kw, message):
     with pytest.raises(AgentError, match=message):
         train(_tiny(tmp_path, _lab_noise(tmp_path), **kw), sampler=_no_episode)
     assert not (tmp_path / "run").exists()
+
+
+def test_noise_scale_trains_at_a_fraction_of_the_calibrated_spread(tmp_path):
+    from agent.rl.train import load_noise
+
+    path = _lab_noise(tmp_path)
+    full = load_noise(_tiny(tmp_path, path))
+    quarter = load_noise(_tiny(tmp_path, path, noise_scale=0.25))
+    assert quarter.c0 == pytest.approx(full.c0 / 4) and quarter.n_exp == full.n_exp
+    assert quarter.cv(120, 20) == pytest.approx(full.cv(120, 20) / 4)
+    with pytest.raises(AgentError, match="--noise-scale must be a finite number"):
+        train(_tiny(tmp_path, path, noise_scale=-1.0), sampler=_no_episode)
+    with pytest.raises(InputError, match="noise scale"):
+        full.scaled(float("nan"))
