@@ -265,6 +265,12 @@ def train(args: Args, sampler=None) -> Path:
 
         connect_ray(args.ray, num_cpus=args.num_envs if args.ray == "auto" else None)
     noise = load_noise(args)  # so does a bad --noise file
+    # the environments' objectives: the scenario split (or the test's sampler), measured with the
+    # noise; built before anything is written, so a bad share fails with no run directory
+    if sampler is None:
+        sampler = make_sampler(args, noise)
+    elif noise is not None:
+        sampler = _noisy(sampler, noise, args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "scoretune train " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["train"] else ""
@@ -275,10 +281,6 @@ def train(args: Args, sampler=None) -> Path:
     torch.set_num_threads(1)  # small MLP: threads cost more than they give; leave cores to the envs
 
     # -- the environments: one tuning experiment per episode over the training scenarios -----------
-    if sampler is None:
-        sampler = make_sampler(args, noise)
-    elif noise is not None:
-        sampler = _noisy(sampler, noise, args)
     vec_cls = SubprocVecEnv if args.vec == "subproc" and args.num_envs > 1 else DummyVecEnv
     vec_kwargs: dict[str, Any] = {}
     if args.ray:

@@ -221,3 +221,10 @@ def test_ship_writes_beside_the_shipped_policy():
     from agent.rl.artefacts import SHIPPED_POLICY
 
     assert agent.rl.train.POLICIES_DIR == SHIPPED_POLICY.parent and SHIPPED_POLICY.is_file()
+
+
+def test_a_bad_share_fails_before_the_run_directory_is_made(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(AgentError, match="needs a generated share"):
+        train(Args(out=str(out), generated_small=0.5, vec="dummy", progress_bar=False))
+    assert not out.exists()
