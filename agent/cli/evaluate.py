@@ -155,9 +155,7 @@ def evaluate_command(
             raise AgentError("--sim-seed fixes the simulator's seed, which the noisy protocol draws afresh for every run")
         from testbed.local.noise import load_noise_model
 
-        model = load_noise_model(noise, metric.value)
-        if noise_scale != 1.0:
-            model = model.scaled(noise_scale)
+        model = load_noise_model(noise, metric.value).scaled(noise_scale)
         p = Protocol(steps=steps, budgets=tuple(_int_list(budgets, "--budgets")), noise=model.to_dict(),
                      truth_seeds=truth_seeds, oracle_runs=oracle_runs, metric=metric.value)
     else:

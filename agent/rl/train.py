@@ -145,8 +145,7 @@ def load_noise(args: Args):
         return None
     from testbed.local.noise import load_noise_model
 
-    model = load_noise_model(Path(args.noise), metric=str(args.metric))
-    return model if args.noise_scale == 1.0 else model.scaled(args.noise_scale)
+    return load_noise_model(Path(args.noise), metric=str(args.metric)).scaled(args.noise_scale)
 
 
 def check_args(args: Args) -> None:
@@ -159,8 +158,8 @@ def check_args(args: Args) -> None:
         value = getattr(args, name)
         if not low <= value <= high:
             raise AgentError(f"--{name.replace('_', '-')} must be in {low}..{high}, got {value}")
-    floats = {"noise_scale": (0.0, 100.0), "learning_rate": (0.0, 1.0), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "clip_range": (0.0, 10.0),
-              "ent_coef": (0.0, 10.0), "log_std_init": (-20.0, 20.0)}
+    floats = {"noise_scale": (0.0, 100.0), "learning_rate": (0.0, 1.0), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0),
+              "clip_range": (0.0, 10.0), "ent_coef": (0.0, 10.0), "log_std_init": (-20.0, 20.0)}
     for name, (low, high) in floats.items():
         value = getattr(args, name)
         if not (math.isfinite(value) and low <= value <= high) or (name == "learning_rate" and value == 0):
