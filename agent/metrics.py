@@ -82,3 +82,34 @@ def run_timeout_s(summary: Mapping[str, Any]) -> float:
     """The client timeout a run's failed requests count at: the replay's, else the default (30 s)."""
     replay = summary.get("backend_replay") or {}
     return float(replay.get("timeout_s") or summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
+
+
+RUN_FACTS = ("cold_share", "failure_share", "tail_p99_p50", "tail_mean_p50")
+"""What a run says about its cluster beside the metric, the same on every backend (they come from
+the run's summary): the share of requests that met a cold start, the share that failed, and the
+tail's shape as ``ln(p99 / p50)`` and ``ln(mean / p50)`` of the successful requests. No absolute
+latency: a simulated cluster and a real one differ in scale, not in these shapes."""
+
+
+def run_facts(summary: Mapping[str, Any]) -> dict[str, float]:
+    """The :data:`RUN_FACTS` of one run's summary (``loadgen.results.summarize``'s figures); a run
+    without a successful request has no tail (0)."""
+    count = int(summary.get("count") or 0)
+    if count <= 0:
+        raise AgentError("the run has no requests to describe")
+    failed = int(summary.get("errors") or 0) + int(summary.get("timeouts") or 0)
+    p50, p99, mean = (summary.get(k) for k in ("latency_p50_s", "latency_p99_s", "latency_mean_s"))
+    shaped = all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (p50, p99, mean))
+    return {
+        "cold_share": int(summary.get("cold_starts") or 0) / count,
+        "failure_share": failed / count,
+        "tail_p99_p50": math.log(float(p99) / float(p50)) if shaped else 0.0,
+        "tail_mean_p50": math.log(float(mean) / float(p50)) if shaped else 0.0,
+    }
+
+
+def mean_facts(facts: list[Mapping[str, float]]) -> dict[str, float]:
+    """The facts of repeated runs of one step, averaged per fact (empty when none were recorded)."""
+    if not facts:
+        return {}
+    return {k: float(np.mean([f[k] for f in facts])) for k in RUN_FACTS}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from agent.actions import ActionCodec, WeightSetting
 from agent.objectives.protocol import Objective
 from agent.tuners.applied import measured
-from agent.tuners.drive import drive
+from agent.tuners.drive import Measured, drive
 from agent.tuners.protocol import Tuner
 from agent.tuners.search import OptunaTuner
 
@@ -24,9 +24,12 @@ def run_experiment(tuner: Tuner, objective: Objective, steps: int, codec: Action
     metric (index 0: the reference)."""
     settings: list[WeightSetting] = []
 
-    def measure(step: int, action) -> float:
+    facts = getattr(objective, "facts", None)
+
+    def measure(step: int, action) -> float | Measured:
         settings.append(codec.decode(action))
-        return float(objective(settings[-1]))
+        metric = float(objective(settings[-1]))
+        return Measured(metric, facts(settings[-1])) if callable(facts) else metric
 
     history = drive(tuner, codec, steps, measure)
     return settings, [metric for _, metric in history]

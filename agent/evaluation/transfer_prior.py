@@ -18,6 +18,7 @@ import numpy as np
 from agent.actions import ActionCodec
 from agent.compute import Compute, run_tasks
 from agent.evaluation.runner import oracle_top
+from agent.metrics import RUN_FACTS
 from agent.provenance import provenance
 from agent.tuners.transfer import TransferPrior
 
@@ -44,13 +45,17 @@ def _search(job: _Search) -> list[list[float]]:
     return [codec.encode(s).astype(float).round(6).tolist() for s in best]
 
 
-def _score(job: _Score) -> list[float]:
+def _score(job: _Score) -> tuple[list[float], list[float]]:
+    """Every candidate's latency relative to the default weights' on the task, and the facts of
+    the default weights' run there."""
     from agent.objectives.sim import scenario_objective
 
     codec = ActionCodec()
     objective = scenario_objective(job.task, 0)
     reference = objective(codec.reference())
-    return [objective(codec.decode(np.asarray(a, dtype=np.float32))) / reference for a in job.actions]
+    facts = objective.facts(codec.reference())
+    return ([objective(codec.decode(np.asarray(a, dtype=np.float32))) / reference for a in job.actions],
+            [float(facts[k]) for k in RUN_FACTS])
 
 
 def training_tasks(generated: int) -> list[str]:
@@ -70,6 +75,8 @@ def build_prior(tasks: Sequence[str], *, runs: int = 60, top: int = 5, compute: 
         for a in actions:
             pool.setdefault(tuple(a), None)
     candidates = tuple(pool)
-    columns = run_tasks(_score, [_Score(t, candidates) for t in tasks], compute)
-    return TransferPrior(np.asarray(candidates, dtype=np.float32), np.asarray(columns, dtype=np.float64).T,
-                         list(tasks), {"runs": runs, "top": top, "command": command, **provenance()})
+    scored = run_tasks(_score, [_Score(t, candidates) for t in tasks], compute)
+    return TransferPrior(np.asarray(candidates, dtype=np.float32),
+                         np.asarray([column for column, _ in scored], dtype=np.float64).T,
+                         list(tasks), {"runs": runs, "top": top, "command": command, **provenance()},
+                         np.asarray([facts for _, facts in scored], dtype=np.float64))

@@ -49,7 +49,7 @@ from agent.loop.config import (
 )
 from agent.loop.log import StepRecord, append_record, read_log, repair_log
 from agent.loop.report import plot_tuning_curve, summary_markdown, time_spent
-from agent.metrics import metric_from_requests, run_timeout_s
+from agent.metrics import mean_facts, metric_from_requests, run_facts, run_timeout_s
 from agent.provenance import provenance
 from agent.rl.rewards import percent_improvement, reward
 from agent.stats import (
@@ -62,7 +62,7 @@ from agent.stats import (
     welch_improvement,
 )
 from agent.tuners.applied import applied_setting, measured
-from agent.tuners.drive import drive
+from agent.tuners.drive import Measured, drive
 from agent.tuners.protocol import Tuner
 from functions.atomic import write_atomic
 from testbed.errors import LabFault
@@ -130,7 +130,9 @@ class Experiment:
             write_atomic(cfg_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
     # -- one measured run ---------------------------------------------------------------------------
-    def _measure(self, setting: WeightSetting, run_dir: Path, seed: int) -> tuple[float, list[dict[str, str]]]:
+    def _measure(self, setting: WeightSetting, run_dir: Path, seed: int
+                 ) -> tuple[float, dict[str, float], list[dict[str, str]]]:
+        """One scored run: its metric, its facts (agent.metrics.run_facts) and the void attempts."""
         profile = setting.to_profile()
         voided: list[dict[str, str]] = []
         add = lambda key, t: self._seconds.__setitem__(key, self._seconds.get(key, 0.0) + t)  # noqa: E731
@@ -155,7 +157,8 @@ class Experiment:
             add("run", time.monotonic() - t1)
             reason = run_health(result.summary, self.config.health)
             if reason is None:
-                return metric_from_requests(result.requests, self.config.metric, run_timeout_s(result.summary)), voided
+                metric = metric_from_requests(result.requests, self.config.metric, run_timeout_s(result.summary))
+                return metric, run_facts(result.summary), voided
             if self.config.backend in DETERMINISTIC_BACKENDS:  # no load generator: a rerun fails the same way
                 raise AgentError(
                     f"{run_dir}: the {self.config.backend} run cannot be scored ({reason}); it is deterministic, "
@@ -180,6 +183,7 @@ class Experiment:
         if self.on_start:
             self.on_start(step, setting)
         samples: list[float] = []
+        facts: list[dict[str, float]] = []
         ref_samples: list[float] = []
         run_dirs: list[str] = []
         voided: list[dict[str, str]] = []
@@ -187,12 +191,13 @@ class Experiment:
         for r in range(self.config.repeats):
             seed = self.config.seed + r
             if paired:
-                m, v = self._measure(self.codec.reference(), step_dir / f"ref-{r}", seed)
+                m, _, v = self._measure(self.codec.reference(), step_dir / f"ref-{r}", seed)
                 ref_samples.append(m)
                 voided += v
                 run_dirs.append(str((step_dir / f"ref-{r}").relative_to(self.out_dir)))
-            m, v = self._measure(setting, step_dir / f"cand-{r}", seed)
+            m, f, v = self._measure(setting, step_dir / f"cand-{r}", seed)
             samples.append(m)
+            facts.append(f)
             voided += v
             run_dirs.append(str((step_dir / f"cand-{r}").relative_to(self.out_dir)))
         if step == 0:
@@ -223,6 +228,7 @@ class Experiment:
             voided=voided,
             finished_at=time.time(),
             seconds=self._step_seconds(started, tuner_s),
+            facts=mean_facts(facts),
         )
 
     def _step_seconds(self, started: float, tuner_s: float) -> dict[str, float]:
@@ -256,7 +262,7 @@ class Experiment:
                     "applied" if self._applied is not None else "reference", record.get("state"))
 
     def _loop(self) -> dict[str, Any]:
-        def measure(step: int, action: np.ndarray) -> float:
+        def measure(step: int, action: np.ndarray) -> Measured:
             record = self._run_step(step, np.asarray(action, dtype=np.float32))
             append_record(self.out_dir, record)
             self.records.append(record)
@@ -264,10 +270,10 @@ class Experiment:
                       record.improvement_pct)
             if self.on_step:
                 self.on_step(record, self.records)
-            return record.metric
+            return Measured(record.metric, record.facts)
 
         drive(self.tuner, self.codec, self.config.steps, measure,
-              told=[(rec.action, rec.metric) for rec in self.records])
+              told=[(rec.action, Measured(rec.metric, rec.facts)) for rec in self.records])
         return self.finish()
 
     def _confirm(self, best: StepRecord) -> dict[str, Any]:
@@ -295,28 +301,21 @@ class Experiment:
             seed = self.config.seed + 1000 + r  # fresh seeds: not the ones the search was scored on
             if self.on_start:
                 self.on_start(self.config.steps + 1 + r, setting)
-            m, v = self._measure(self.codec.reference(), confirm_dir / f"ref-{r}", seed)
+            m, _, v = self._measure(self.codec.reference(), confirm_dir / f"ref-{r}", seed)
             refs.append(m)
             voided += v
-            m, v = self._measure(setting, confirm_dir / f"cand-{r}", seed)
+            m, _, v = self._measure(setting, confirm_dir / f"cand-{r}", seed)
             cands.append(m)
             voided += v
             if not can_still_improve([100.0 * (a - b) / a for a, b in zip(refs, cands, strict=True)],
                                      self.config.confirm):
                 break  # no remaining pair can make it an improvement: the verdict is already known
         interval = paired_improvement(refs, cands)
-        result = {
-            "best_step": best.step,
-            "reference_samples": refs,
-            "samples": cands,
-            "improvement_pct": interval.mean,
-            "ci_low": interval.low,
-            "ci_high": interval.high,
-            "verdict": NOT_CONFIRMED if len(cands) < self.config.confirm else verdict(interval),
-            "voided": voided,
-            "seconds": {k: round(v, 3) for k, v in self._seconds.items()},
-            "stopped_early": len(cands) < self.config.confirm,
-        }
+        result = {"best_step": best.step, "reference_samples": refs, "samples": cands,
+                  "improvement_pct": interval.mean, "ci_low": interval.low, "ci_high": interval.high,
+                  "verdict": NOT_CONFIRMED if len(cands) < self.config.confirm else verdict(interval),
+                  "voided": voided, "seconds": {k: round(v, 3) for k, v in self._seconds.items()},
+                  "stopped_early": len(cands) < self.config.confirm}
         write_atomic(path, json.dumps(result, indent=2, sort_keys=True) + "\n")
         log.info("confirmation of step %d: %s -> %s", best.step, format_ci(interval.mean, interval.low, interval.high, unit=" %"),
                  result["verdict"])

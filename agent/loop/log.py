@@ -44,6 +44,9 @@ class StepRecord:
     seconds: dict[str, float] = field(default_factory=dict)
     """Where the step's wall time went: ``prepare`` (reset and apply), ``run`` (the replays), and
     ``overhead`` (the rest: writing, the tuner); absent in logs of earlier versions."""
+    facts: dict[str, float] = field(default_factory=dict)
+    """The mean facts of the step's candidate runs (agent.metrics.RUN_FACTS), what a tuner that
+    reads them was told with the metric; absent in logs of earlier versions."""
 
     def weight_setting(self) -> WeightSetting:
         """The logged profile as a :class:`~agent.actions.WeightSetting`."""

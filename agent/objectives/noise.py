@@ -29,7 +29,7 @@ import numpy as np
 
 from agent.actions import WeightSetting
 from agent.errors import AgentError
-from agent.objectives.sim import sim_metric
+from agent.objectives.sim import sim_metric, sim_run
 
 TRUTH_SEED_BASE = 3_000_000_000
 """Truth seeds are ``TRUTH_SEED_BASE + k``; measurement seeds are drawn below it."""
@@ -70,13 +70,20 @@ class NoisyObjective:
         self.runs = 0
         self.seeds: list[int] = []
         """The simulator seed of every run (for the test that they never touch the truth's)."""
+        self._facts: dict[str, dict[str, float]] = {}
 
     def __call__(self, setting: WeightSetting) -> float:
         seed = int(self._rng.integers(MEASUREMENT_SEEDS))
         error = math.exp(self._sigma * float(self._rng.standard_normal()) - 0.5 * self._sigma**2)
         self.seeds.append(seed)
         self.runs += 1
-        return sim_metric(self.cluster, self.workload, setting, seed, self.metric) * error
+        value, self._facts[setting.label()] = sim_run(self.cluster, self.workload, setting, seed, self.metric)
+        return value * error
+
+    def facts(self, setting: WeightSetting) -> Mapping[str, float]:
+        """The facts of ``setting``'s last run (measured, like the metric, with that run's seed);
+        empty before its first run (asking never spends a run)."""
+        return self._facts.get(setting.label(), {})
 
     def context(self) -> Mapping[str, float]:
         return self._context

@@ -18,7 +18,7 @@ import numpy as np
 
 from agent.actions import WeightSetting
 from agent.errors import AgentError, InputError
-from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_summary
+from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_summary, run_facts
 from agent.objectives.protocol import ObjectiveSampler
 
 if TYPE_CHECKING:
@@ -72,13 +72,19 @@ def _materialised(name: str) -> tuple[Any, Any, Any]:
     return scenario, cluster, workload
 
 
-def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str) -> float:
-    """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0)."""
+def sim_run(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str) -> tuple[float, dict[str, float]]:
+    """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0) and the
+    run's facts (agent.metrics.run_facts)."""
     from testbed.sim import evaluate
 
     summary = evaluate(cluster, workload, setting.to_profile(), seed=int(seed))
     timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
-    return max(metric_from_summary(summary, metric, timeout), 1e-6)
+    return max(metric_from_summary(summary, metric, timeout), 1e-6), run_facts(summary)
+
+
+def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str) -> float:
+    """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0)."""
+    return sim_run(cluster, workload, setting, seed, metric)[0]
 
 
 class SimObjective:
@@ -90,18 +96,24 @@ class SimObjective:
         self.seed = int(seed)
         self.metric = metric
         self.name = name or f"{getattr(cluster, 'name', 'cluster')}/{workload.name}@{seed}"
-        self._cache: dict[str, float] = {}
+        self._cache: dict[str, tuple[float, dict[str, float]]] = {}
         self.runs = 0
 
-    def __call__(self, setting: WeightSetting) -> float:
+    def _run(self, setting: WeightSetting) -> tuple[float, dict[str, float]]:
         key = setting.label()
         hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        value = sim_metric(self.cluster, self.workload, setting, self.seed, self.metric)
-        self.runs += 1
-        self._cache[key] = value
-        return value
+        if hit is None:
+            hit = sim_run(self.cluster, self.workload, setting, self.seed, self.metric)
+            self.runs += 1
+            self._cache[key] = hit
+        return hit
+
+    def __call__(self, setting: WeightSetting) -> float:
+        return self._run(setting)[0]
+
+    def facts(self, setting: WeightSetting) -> Mapping[str, float]:
+        """The facts of ``setting``'s run (agent.metrics.RUN_FACTS), from the same memoised run."""
+        return self._run(setting)[1]
 
     def context(self) -> Mapping[str, float]:
         return workload_context(self.cluster, self.workload)

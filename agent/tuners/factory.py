@@ -4,6 +4,9 @@ The grammar of a method name:
 
 - a baseline: ``default``, ``equal``, ``random``, ``tpe``, ``gp``, ``cmaes``, ``hill``, ``gp-noisy``;
   or one that uses the training tasks: ``learned-default``, ``ws-cmaes``, ``gp-warm`` (agent.tuners.transfer);
+- the learned transfer tuner ``task-mixture`` (agent.tuners.mixture), ``task-mixture:sigmaX`` with its
+  mismatch ``sigma`` set to X, ``...:widthY`` with its facts kernel's width Y, ``...:nofacts`` blind
+  to the reference run's facts;
 - a policy: ``policy`` (its mean action) or ``policy-sample`` (draws from its distribution) with a
   policy file; in ``evaluate``, any name mapped to a policy file (``--ablation NAME=FILE``), where
   ``NAME:sample`` draws with the spread of its JSON and ``NAME:sample-stdX`` with X times it;
@@ -31,7 +34,9 @@ from agent.tuners.search import FixedTuner, HillClimber, OptunaTuner, RandomTune
 BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill")
 TRANSFER_BASELINES = ("learned-default", "ws-cmaes", "gp-warm")
 """Baselines that use the training tasks (agent.tuners.transfer): a learned tuner must beat these too."""
-METHODS = (*BASELINES, *TRANSFER_BASELINES, "policy", "policy-sample")
+LEARNED = ("task-mixture",)
+"""Learned tuners that are not policies (agent.tuners.mixture)."""
+METHODS = (*BASELINES, *TRANSFER_BASELINES, *LEARNED, "policy", "policy-sample")
 """What ``scoretune tune --method`` takes."""
 NOISY_BASELINES = (*BASELINES, *TRANSFER_BASELINES, "gp-noisy")
 """Every baseline: ``gp-noisy`` applies its posterior-mean recommendation, which only the
@@ -41,6 +46,7 @@ Method = StrEnum("Method", {m.upper().replace("-", "_"): m for m in METHODS})
 """The tuning methods as choices (a typer option annotated ``Method`` lists them in ``--help``)."""
 
 _SAMPLE_SUFFIX = re.compile(r"sample(?:-std(?P<scale>\d+(?:\.\d+)?))?")
+_MIXTURE = re.compile(r"task-mixture(?::sigma(?P<sigma>\d+(?:\.\d+)?))?(?::(?:width(?P<width>\d+(?:\.\d+)?)|(?P<nofacts>nofacts)))?")
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ def is_method(method: str, policies: Mapping[str, str] | None = None) -> bool:
     if method in (policies or {}):
         return True
     base, _ = split_rule(method)  # a malformed rule is an error that says so
-    return base in NOISY_BASELINES
+    return base in NOISY_BASELINES or _MIXTURE.fullmatch(base) is not None
 
 
 def make_tuner(
@@ -140,6 +146,17 @@ def _baseline(method: str, codec: ActionCodec, seed: int) -> Tuner:
         return NoisyGP(codec, seed)
     if method == "hill":
         return HillClimber(codec, seed)
+    mixture = _MIXTURE.fullmatch(method)
+    if mixture is not None:
+        from agent.tuners import transfer
+        from agent.tuners.mixture import SIGMA, WIDTH, TaskMixture
+
+        sigma = float(mixture.group("sigma") or SIGMA)
+        width = None if mixture.group("nofacts") else float(mixture.group("width") or WIDTH)
+        tuner = TaskMixture(transfer.TransferPrior.load(transfer.TRANSFER_PRIOR, codec), codec, sigma=sigma,
+                            width=width)
+        tuner.name = method
+        return tuner
     if method in TRANSFER_BASELINES:
         from agent.tuners import transfer
 

@@ -10,6 +10,7 @@ agent.tuners.search.OptunaTuner), so it starts from what the policy found instea
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -47,6 +48,12 @@ class HandOver:
     def suggest(self) -> np.ndarray:
         self._asked += 1
         return (self.first if self._asked <= self.k else self.then).suggest()
+
+    def observe(self, facts: Mapping[str, float]) -> None:
+        """The facts of the run told next, for a first method that reads them."""
+        observe = getattr(self.first, "observe", None)
+        if callable(observe):
+            observe(facts)
 
     def tell(self, action: np.ndarray, metric: float) -> None:
         self.first.tell(action, metric)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,12 @@ class Reeval:
         table = measured(self.settings, self.values)
         label = min(table, key=lambda k: table[k][1])
         return self.actions[[s.label() for s in self.settings].index(label)].copy()
+
+    def observe(self, facts: Mapping[str, float]) -> None:
+        """The facts of the run told next, for an inner tuner that reads them."""
+        observe = getattr(self.inner, "observe", None)
+        if callable(observe) and len(self.values) <= self.explore:
+            observe(facts)
 
     def tell(self, action: np.ndarray, metric: float) -> None:
         action = np.asarray(action, dtype=np.float32)

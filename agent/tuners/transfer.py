@@ -26,6 +26,7 @@ import numpy as np
 
 from agent.actions import ActionCodec
 from agent.errors import InputError
+from agent.metrics import RUN_FACTS
 from agent.tuners.search import FixedTuner, OptunaTuner
 
 TRANSFER_PRIOR = Path(__file__).resolve().parents[1] / "policies" / "transfer-prior.json"
@@ -44,6 +45,9 @@ class TransferPrior:
     """(candidates, tasks): latency / the default weights' latency on that task (lower is better)."""
     tasks: list[str]
     provenance: dict[str, Any] = field(default_factory=dict)
+    facts: np.ndarray | None = None
+    """(tasks, len(RUN_FACTS)): the facts of the default weights' run on each task
+    (agent.metrics.RUN_FACTS, in that order); None in a prior built before they were recorded."""
 
     def learned_default(self) -> np.ndarray:
         """The candidate with the lowest mean relative latency over the tasks."""
@@ -68,8 +72,11 @@ class TransferPrior:
         return order / max(1, len(self.actions) - 1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tasks": self.tasks, "actions": self.actions.round(6).tolist(),
+        data = {"tasks": self.tasks, "actions": self.actions.round(6).tolist(),
                 "relative": self.relative.round(6).tolist(), "provenance": self.provenance}
+        if self.facts is not None:
+            data["facts"] = {"names": list(RUN_FACTS), "values": self.facts.round(6).tolist()}
+        return data
 
     def save(self, path: Path) -> None:
         from functions.atomic import write_atomic
@@ -99,7 +106,23 @@ class TransferPrior:
         if relative.shape != (len(actions), len(tasks)) or not np.all(np.isfinite(relative) & (relative > 0)):
             raise InputError("relative must hold a positive latency ratio per candidate and task", file=path,
                              field="relative")
-        return cls(actions, relative, tasks, dict(data.get("provenance") or {}))
+        return cls(actions, relative, tasks, dict(data.get("provenance") or {}), _load_facts(data, len(tasks), path))
+
+
+def _load_facts(data: dict[str, Any], tasks: int, path: Path) -> np.ndarray | None:
+    if "facts" not in data:
+        return None
+    facts = data["facts"]
+    if not isinstance(facts, dict) or facts.get("names") != list(RUN_FACTS):
+        raise InputError(f"facts must name {list(RUN_FACTS)} (names) with their values", file=path, field="facts")
+    try:
+        values = np.asarray(facts.get("values"), dtype=np.float64)
+    except (TypeError, ValueError):
+        values = np.empty(0)
+    if values.shape != (tasks, len(RUN_FACTS)) or not np.all(np.isfinite(values)):
+        raise InputError(f"facts.values must hold {len(RUN_FACTS)} finite numbers per task", file=path,
+                         field="facts.values")
+    return values
 
 
 def learned_default(prior: TransferPrior, codec: ActionCodec) -> FixedTuner:

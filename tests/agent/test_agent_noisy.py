@@ -92,13 +92,18 @@ def test_a_tuner_never_sees_a_true_value(lab, monkeypatch):
     codec = ActionCodec()
     calls: list[tuple[int, bool]] = []
     inside = {"loop": False}
-    real = noisy.sim_metric
+    real_metric, real_run = noisy.sim_metric, noisy.sim_run
 
     def recording(cluster_, workload_, setting, seed, metric):
         calls.append((seed, inside["loop"]))
-        return real(cluster_, workload_, setting, seed, metric)
+        return real_metric(cluster_, workload_, setting, seed, metric)
+
+    def recording_run(cluster_, workload_, setting, seed, metric):
+        calls.append((seed, inside["loop"]))
+        return real_run(cluster_, workload_, setting, seed, metric)
 
     monkeypatch.setattr(noisy, "sim_metric", recording)
+    monkeypatch.setattr(noisy, "sim_run", recording_run)
     truth = Truth(cluster, workload, seeds=3)
     t_ref = truth(codec.reference())
     spy = Spy(codec)

@@ -1,0 +1,120 @@
+"""``task-mixture``: the next profile chosen by which training tasks the new cluster behaves like.
+
+A fixed portfolio (``gp-warm``'s first runs) ignores what the new cluster answers; a search ignores
+the training tasks. This tuner keeps the training tasks as hypotheses: the new cluster is one of
+them, seen through measurement noise. Each run of a prior candidate on the new cluster gives its
+latency relative to the reference run, ``r``; a training task ``j`` that predicted ``R[c, j]`` for
+that candidate keeps the weight ``exp(-(ln r - ln R[c, j])^2 / (2 sigma^2))``. The next profile is
+the untried candidate with the lowest expected best-so-far under the weighted tasks,
+``sum_j w_j min(b, R[c, j])`` (``b`` the best relative latency measured so far).
+
+Before any candidate ran, the weights come from the reference run's facts (agent.metrics.RUN_FACTS:
+its share of cold starts and failures, its tail's shape), compared with each training task's
+default-weights run: ``exp(-|z - z_j|^2 / (2 width^2))`` over the facts standardised across the
+training tasks, so the first profile is the best one of the tasks that look like the new cluster.
+Without facts (a tuner told only metrics), the weights start equal, and the first suggestion is the
+greedy portfolio's first profile; afterwards the weights move to the tasks that predicted what was
+measured, so the second and third profiles are those tasks' best ones (Wistuba et al.'s portfolio
+made adaptive; the task-similarity-by-response idea of RGPE, Feurer et al. arXiv 1802.02219, on a
+finite candidate set). ``sigma`` (the log-latency mismatch allowed between the new cluster and a
+training task) was chosen on the validation set (docs/results/mixture). Used as
+``task-mixture+gpK``, GP-BO continues from every run after ``K`` (agent.tuners.handover).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from agent.actions import ActionCodec
+from agent.errors import AgentError
+from agent.metrics import RUN_FACTS
+from agent.tuners.transfer import TransferPrior
+
+SIGMA = 0.1
+"""The default log-latency mismatch between the new cluster and a training task."""
+WIDTH = 0.5
+"""The default width of the facts kernel, in standard deviations of the training tasks' facts."""
+_SHARE_FLOOR = 0.01
+"""Shares (cold starts, failures) are compared as ``ln(share + floor)``: 1 % and 2 % differ as much as 20 % and 40 %."""
+_MATCH = 1e-4
+"""How close (in the box, per coordinate) a told action must be to a candidate to count as it."""
+
+
+class TaskMixture:
+    """A weighted mixture of the training tasks, updated by every run of a prior candidate."""
+
+    name = "task-mixture"
+
+    def __init__(self, prior: TransferPrior, codec: ActionCodec, *, sigma: float = SIGMA,
+                 width: float | None = WIDTH) -> None:
+        """``width``: the facts kernel's width; None ignores the reference run's facts."""
+        if not (np.isfinite(sigma) and sigma > 0):
+            raise AgentError(f"task-mixture: sigma must be a positive number, got {sigma!r}")
+        if width is not None and not (np.isfinite(width) and width > 0):
+            raise AgentError(f"task-mixture: the facts width must be a positive number, got {width!r}")
+        self.codec = codec
+        self.actions = np.asarray(prior.actions, dtype=np.float64)
+        self.log_relative = np.log(np.asarray(prior.relative, dtype=np.float64))  # (candidates, tasks)
+        self.sigma = float(sigma)
+        self.log_weight = np.zeros(self.log_relative.shape[1])
+        self.tried = np.zeros(len(self.actions), dtype=bool)
+        self.reference: float | None = None
+        self.best = 1.0
+        self.width = width
+        self._facts = None if prior.facts is None else _features(prior.facts)
+
+    def observe(self, facts: Mapping[str, float]) -> None:
+        """The facts of the run told next; those of the reference run set the starting weights."""
+        if self.reference is not None or self.width is None or self._facts is None:
+            return
+        row = _features(np.asarray([[float(facts[k]) for k in RUN_FACTS]]))
+        mean, std = self._facts.mean(axis=0), self._facts.std(axis=0)
+        std = np.where(std > 0, std, 1.0)
+        z, zj = (row[0] - mean) / std, (self._facts - mean) / std
+        self.log_weight = -((zj - z) ** 2).sum(axis=1) / (2.0 * self.width**2)
+
+    def weights(self) -> np.ndarray:
+        """The tasks' normalised weights (they sum to 1)."""
+        w = np.exp(self.log_weight - self.log_weight.max())
+        return w / w.sum()
+
+    def _candidate(self, action: np.ndarray) -> int | None:
+        dist = np.abs(self.actions - np.asarray(action, dtype=np.float64)[None, :]).max(axis=1)
+        i = int(np.argmin(dist))
+        return i if dist[i] <= _MATCH else None
+
+    def suggest(self) -> np.ndarray:
+        if self.tried.all():  # every candidate ran: repeat the best expected one
+            self.tried[:] = False
+        expected = np.minimum(self.best, np.exp(self.log_relative)) @ self.weights()
+        expected[self.tried] = np.inf
+        return self.actions[int(np.argmin(expected))].astype(np.float32)
+
+    def tell(self, action: np.ndarray, metric: float) -> None:
+        if self.reference is None:  # the first tell is the reference run
+            self.reference = float(metric)
+            i = self._candidate(action)
+            if i is not None:
+                self.tried[i] = True
+            return
+        rel = float(metric) / self.reference
+        self.best = min(self.best, rel)
+        i = self._candidate(action)
+        if i is None:  # not a candidate (another tuner's proposal): no task predicted it
+            return
+        self.tried[i] = True
+        self.log_weight -= (np.log(rel) - self.log_relative[i]) ** 2 / (2.0 * self.sigma**2)
+
+
+def _features(facts: np.ndarray) -> np.ndarray:
+    """RUN_FACTS rows as compared: the shares on a log scale, the tail's shape as it is."""
+    out = np.array(facts, dtype=np.float64)
+    for k, name in enumerate(RUN_FACTS):
+        if name.endswith("_share"):
+            out[:, k] = np.log(np.clip(out[:, k], 0.0, 1.0) + _SHARE_FLOOR)
+    return out
+
+
+__all__ = ["SIGMA", "WIDTH", "TaskMixture"]
