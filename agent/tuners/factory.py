@@ -6,7 +6,8 @@ The grammar of a method name:
   or one that uses the training tasks: ``learned-default``, ``ws-cmaes``, ``gp-warm`` (agent.tuners.transfer);
 - the learned transfer tuner ``task-mixture`` (agent.tuners.mixture), ``task-mixture:sigmaX`` with its
   mismatch ``sigma`` set to X, ``...:widthY`` with its facts kernel's width Y, ``...:nofacts`` blind
-  to the reference run's facts;
+  to the reference run's facts, ``...:latency`` weighing gains as latency, not as shares of each
+  task's headroom;
 - a policy: ``policy`` (its mean action) or ``policy-sample`` (draws from its distribution) with a
   policy file; in ``evaluate``, any name mapped to a policy file (``--ablation NAME=FILE``), where
   ``NAME:sample`` draws with the spread of its JSON and ``NAME:sample-stdX`` with X times it;
@@ -46,7 +47,7 @@ Method = StrEnum("Method", {m.upper().replace("-", "_"): m for m in METHODS})
 """The tuning methods as choices (a typer option annotated ``Method`` lists them in ``--help``)."""
 
 _SAMPLE_SUFFIX = re.compile(r"sample(?:-std(?P<scale>\d+(?:\.\d+)?))?")
-_MIXTURE = re.compile(r"task-mixture(?::sigma(?P<sigma>\d+(?:\.\d+)?))?(?::(?:width(?P<width>\d+(?:\.\d+)?)|(?P<nofacts>nofacts)))?")
+_MIXTURE = re.compile(r"task-mixture(?::sigma(?P<sigma>\d+(?:\.\d+)?))?(?::(?:width(?P<width>\d+(?:\.\d+)?)|(?P<nofacts>nofacts)))?(?P<latency>:latency)?")
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def _baseline(method: str, codec: ActionCodec, seed: int) -> Tuner:
         sigma = float(mixture.group("sigma") or SIGMA)
         width = None if mixture.group("nofacts") else float(mixture.group("width") or WIDTH)
         tuner = TaskMixture(transfer.TransferPrior.load(transfer.TRANSFER_PRIOR, codec), codec, sigma=sigma,
-                            width=width)
+                            width=width, per_gap=not mixture.group("latency"))
         tuner.name = method
         return tuner
     if method in TRANSFER_BASELINES:

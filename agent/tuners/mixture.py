@@ -6,7 +6,9 @@ them, seen through measurement noise. Each run of a prior candidate on the new c
 latency relative to the reference run, ``r``; a training task ``j`` that predicted ``R[c, j]`` for
 that candidate keeps the weight ``exp(-(ln r - ln R[c, j])^2 / (2 sigma^2))``. The next profile is
 the untried candidate with the lowest expected best-so-far under the weighted tasks,
-``sum_j w_j min(b, R[c, j])`` (``b`` the best relative latency measured so far).
+``sum_j w_j min(b, R[c, j]) / h_j`` (``b`` the best relative latency measured so far, ``h_j`` task
+``j``'s headroom ``1 - min_c R[c, j]``: a gain counts as the share of the gap it closes, so the
+tasks with most headroom do not decide alone).
 
 Before any candidate ran, the weights come from the reference run's facts (agent.metrics.RUN_FACTS:
 its share of cold starts and failures, its tail's shape), compared with each training task's
@@ -36,6 +38,8 @@ SIGMA = 0.1
 """The default log-latency mismatch between the new cluster and a training task."""
 WIDTH = 0.5
 """The default width of the facts kernel, in standard deviations of the training tasks' facts."""
+_HEADROOM_FLOOR = 0.01
+"""A task whose best candidate gains under 1 % counts as if it could gain 1 %."""
 _SHARE_FLOOR = 0.01
 """Shares (cold starts, failures) are compared as ``ln(share + floor)``: 1 % and 2 % differ as much as 20 % and 40 %."""
 _MATCH = 1e-4
@@ -48,8 +52,10 @@ class TaskMixture:
     name = "task-mixture"
 
     def __init__(self, prior: TransferPrior, codec: ActionCodec, *, sigma: float = SIGMA,
-                 width: float | None = WIDTH) -> None:
-        """``width``: the facts kernel's width; None ignores the reference run's facts."""
+                 width: float | None = WIDTH, per_gap: bool = True) -> None:
+        """``width``: the facts kernel's width; None ignores the reference run's facts.
+        ``per_gap``: each task's gain counts as a share of its own headroom (what the gap closed
+        measures), else as latency (the tasks with most headroom dominate)."""
         if not (np.isfinite(sigma) and sigma > 0):
             raise AgentError(f"task-mixture: sigma must be a positive number, got {sigma!r}")
         if width is not None and not (np.isfinite(width) and width > 0):
@@ -63,6 +69,8 @@ class TaskMixture:
         self.reference: float | None = None
         self.best = 1.0
         self.width = width
+        headroom = 1.0 - np.exp(self.log_relative.min(axis=0))
+        self._scale = 1.0 / np.maximum(headroom, _HEADROOM_FLOOR) if per_gap else np.ones_like(headroom)
         self._facts = None if prior.facts is None else _features(prior.facts)
 
     def observe(self, facts: Mapping[str, float]) -> None:
@@ -88,7 +96,7 @@ class TaskMixture:
     def suggest(self) -> np.ndarray:
         if self.tried.all():  # every candidate ran: repeat the best expected one
             self.tried[:] = False
-        expected = np.minimum(self.best, np.exp(self.log_relative)) @ self.weights()
+        expected = (np.minimum(self.best, np.exp(self.log_relative)) * self._scale) @ self.weights()
         expected[self.tried] = np.inf
         return self.actions[int(np.argmin(expected))].astype(np.float32)
 

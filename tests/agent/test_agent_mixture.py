@@ -38,7 +38,7 @@ def _index(prior: TransferPrior, action: np.ndarray) -> int:
 
 def test_first_profile_is_the_portfolios_then_the_matching_tasks_best():
     prior = _prior()
-    tuner = TaskMixture(prior, CODEC, sigma=0.02)
+    tuner = TaskMixture(prior, CODEC, sigma=0.02, per_gap=False)
     tuner.tell(CODEC.reference_action(), 2.0)
     first = tuner.suggest()
     assert _index(prior, first) == _index(prior, prior.portfolio(1)[0]) == 1
@@ -48,10 +48,18 @@ def test_first_profile_is_the_portfolios_then_the_matching_tasks_best():
     assert w.argmax() == 1 and w[1] > 0.99 and w.sum() == pytest.approx(1.0)
     assert _index(prior, tuner.suggest()) == 3  # task b's best untried profile
     # had it answered like task c instead, the next profile is c's best
-    other = TaskMixture(prior, CODEC, sigma=0.02)
+    other = TaskMixture(prior, CODEC, sigma=0.02, per_gap=False)
     other.tell(CODEC.reference_action(), 2.0)
     other.tell(other.suggest(), 2.0 * 1.1)
     assert _index(prior, other.suggest()) == 4
+
+
+def test_gains_count_as_shares_of_each_tasks_headroom():
+    # headroom a 0.5, b 0.4, c 0.3; sum_j min(1, R) / h: candidate 1 6.83, 2 7.05, 3 6.67, 4 6.71
+    prior = _prior()
+    tuner = TaskMixture(prior, CODEC)
+    tuner.tell(CODEC.reference_action(), 1.0)
+    assert _index(prior, tuner.suggest()) == 3  # by latency alone it is 1 (2.5 against 2.55)
 
 
 def test_never_repeats_a_candidate_and_ignores_foreign_actions():
@@ -85,7 +93,7 @@ def test_the_reference_runs_facts_pick_the_first_profile():
     tuner.tell(CODEC.reference_action(), 1.0)
     assert tuner.weights().argmax() == 2 and tuner.weights()[2] > 0.99
     assert _index(prior, tuner.suggest()) == 4  # task c's best, not the portfolio's first (1)
-    blind = TaskMixture(prior, CODEC, width=None)
+    blind = TaskMixture(prior, CODEC, width=None, per_gap=False)
     blind.observe(looks_like)
     blind.tell(CODEC.reference_action(), 1.0)
     assert _index(prior, blind.suggest()) == 1 and np.allclose(blind.weights(), 1 / 3)
@@ -107,7 +115,7 @@ def test_facts_travel_from_the_objective_through_the_loop(tmp_path, monkeypatch)
 
     settings, _ = run_experiment(make_tuner("task-mixture", CODEC), Told(seed=1), 2, CODEC)
     assert settings[1] == CODEC.decode(_with_facts().actions[4])
-    settings, _ = run_experiment(make_tuner("task-mixture:nofacts", CODEC), Told(seed=1), 2, CODEC)
+    settings, _ = run_experiment(make_tuner("task-mixture:nofacts:latency", CODEC), Told(seed=1), 2, CODEC)
     assert settings[1] == CODEC.decode(_with_facts().actions[1])
 
 
@@ -131,9 +139,11 @@ def test_the_factory_builds_it_from_the_shipped_prior(tmp_path, monkeypatch):
     monkeypatch.setattr(transfer, "TRANSFER_PRIOR", path)
     tuner = make_tuner("task-mixture:sigma0.25", CODEC)
     assert isinstance(tuner, TaskMixture) and tuner.sigma == 0.25 and tuner.name == "task-mixture:sigma0.25"
-    assert is_method("task-mixture+gp3") and is_method("task-mixture:sigma0.05")
+    assert is_method("task-mixture+gp3") and is_method("task-mixture:sigma0.05") and is_method("task-mixture:latency")
+    assert make_tuner("task-mixture:sigma0.2:nofacts:latency", CODEC)._scale.tolist() == [1.0, 1.0, 1.0]
     assert not is_baseline("task-mixture") and not is_method("task-mixture:sigma")
-    settings, values = run_experiment(make_tuner("task-mixture+gp2", CODEC, seed=0), AnalyticObjective(seed=1), 4, CODEC)
+    settings, values = run_experiment(make_tuner("task-mixture:latency+gp2", CODEC, seed=0), AnalyticObjective(seed=1), 4,
+                                      CODEC)
     assert settings[1] == CODEC.decode(_prior().portfolio(1)[0]) and len(values) == 5
 
 
