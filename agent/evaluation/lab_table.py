@@ -45,7 +45,7 @@ LAB_SCENARIOS = ("lab-small", "lab-taints", "lab-packing")
 
 @dataclass(frozen=True)
 class LabMethod:
-    """A method of the lab table: a baseline name, or a policy file (``NAME=FILE``)."""
+    """A method of the lab table: a baseline or learned tuner's name, or a policy file (``NAME=FILE``)."""
 
     name: str
     policy: str | None = None
@@ -61,11 +61,12 @@ class LabMethod:
             return cls(name, file)
         if text == "policy":
             return cls("policy", str(shipped))
-        from agent.tuners.factory import BASELINES, TRANSFER_BASELINES
+        from agent.tuners.factory import BASELINES, LEARNED, TRANSFER_BASELINES
 
-        valid = (*BASELINES, *TRANSFER_BASELINES)
+        valid = (*BASELINES, *TRANSFER_BASELINES, *LEARNED)
         if text not in valid:
-            raise AgentError(f"--methods: {text!r} is not a baseline ({', '.join(valid)}), 'policy' or NAME=FILE")
+            raise AgentError(f"--methods: {text!r} is not a baseline or learned tuner ({', '.join(valid)}), "
+                             "'policy' or NAME=FILE")
         return cls(text)
 
     def tune_args(self) -> list[str]:

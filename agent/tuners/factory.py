@@ -4,8 +4,9 @@ The grammar of a method name:
 
 - a baseline: ``default``, ``equal``, ``random``, ``tpe``, ``gp``, ``cmaes``, ``hill``, ``gp-noisy``;
   or one that uses the training tasks: ``learned-default``, ``ws-cmaes``, ``gp-warm`` (agent.tuners.transfer);
-- the learned transfer tuner ``task-mixture`` (agent.tuners.mixture), ``task-mixture:sigmaX`` with its
-  mismatch ``sigma`` set to X, ``...:widthY`` with its facts kernel's width Y, ``...:nofacts`` blind
+- the learned transfer tuner ``task-mixture`` (agent.tuners.mixture: the validated mixture for its
+  first runs, then GP-BO); the mixture alone as ``task-mixture:sigmaX`` with its mismatch ``sigma``
+  set to X, ``...:widthY`` with its facts kernel's width Y, ``...:nofacts`` blind
   to the reference run's facts, ``...:latency`` weighing gains as latency, not as shares of each
   task's headroom;
 - a policy: ``policy`` (its mean action) or ``policy-sample`` (draws from its distribution) with a
@@ -112,8 +113,18 @@ def make_tuner(
     ``policies``: names mapped to policy files (evaluate's ablations); ``steps``: the budget (a
     policy observes its progress through it, ``+reeval`` re-measures in its last runs); ``context``:
     the scenario facts of a full-information policy; ``std_scale`` overrides a policy's spread."""
+    if method == "task-mixture" or re.fullmatch(r"task-mixture\+reeval\d*", method):  # the validated tuner
+        from agent.tuners.mixture import HANDOVER, SIGMA, WIDTH
+
+        tuner = make_tuner(f"task-mixture:sigma{SIGMA:g}:width{WIDTH:g}+gp{HANDOVER}", codec, seed=seed, steps=steps)
+        tuner.name = "task-mixture"
+        rule = split_rule(method)[1]
+        return tuner if rule is None else Reeval(tuner, codec, _need_steps(method, steps), rule)
     first, k = split_handover(method)
     if k is not None:
+        if first == "task-mixture":
+            raise AgentError(f"method {method!r}: task-mixture already hands over to GP-BO; name the mixture alone "
+                             "with its parameters (task-mixture:sigma0.05+gpK)")
         return HandOver(make_tuner(first, codec, seed=seed, policy=policy, policies=policies, steps=steps,
                                    context=context, std_scale=std_scale), codec, k, seed)
     base, rule = split_rule(method)
@@ -128,10 +139,14 @@ def make_tuner(
     else:
         tuner = _baseline(base, codec, seed)
     if rule is not None:
-        if steps is None:
-            raise AgentError(f"method {method!r} needs the budget (steps) to know when to re-measure")
-        tuner = Reeval(tuner, codec, steps, rule)
+        tuner = Reeval(tuner, codec, _need_steps(method, steps), rule)
     return tuner
+
+
+def _need_steps(method: str, steps: int | None) -> int:
+    if steps is None:
+        raise AgentError(f"method {method!r} needs the budget (steps) to know when to re-measure")
+    return steps
 
 
 def _baseline(method: str, codec: ActionCodec, seed: int) -> Tuner:

@@ -19,8 +19,10 @@ greedy portfolio's first profile; afterwards the weights move to the tasks that 
 measured, so the second and third profiles are those tasks' best ones (Wistuba et al.'s portfolio
 made adaptive; the task-similarity-by-response idea of RGPE, Feurer et al. arXiv 1802.02219, on a
 finite candidate set). ``sigma`` (the log-latency mismatch allowed between the new cluster and a
-training task) was chosen on the validation set (docs/results/mixture). Used as
-``task-mixture+gpK``, GP-BO continues from every run after ``K`` (agent.tuners.handover).
+training task) and the facts kernel's ``width`` were chosen on the validation set. The plain name
+``task-mixture`` is the validated tuner: this mixture for :data:`HANDOVER` runs, then GP-BO from every
+run (agent.tuners.handover); a name with parameters (``task-mixture:sigma0.1``) is the mixture alone,
+and ``+gpK`` hands it over.
 """
 
 from __future__ import annotations
@@ -34,10 +36,13 @@ from agent.errors import AgentError
 from agent.metrics import RUN_FACTS
 from agent.tuners.transfer import TransferPrior
 
-SIGMA = 0.1
+SIGMA = 0.05
 """The default log-latency mismatch between the new cluster and a training task."""
 WIDTH = 0.5
 """The default width of the facts kernel, in standard deviations of the training tasks' facts."""
+HANDOVER = 3
+"""Runs after which the plain ``task-mixture`` hands over to GP-BO. SIGMA, WIDTH and HANDOVER were
+chosen on the validation set only (docs/results/validation/mixture-grid, mixture)."""
 _HEADROOM_FLOOR = 0.01
 """A task whose best candidate gains under 1 % counts as if it could gain 1 %."""
 _SHARE_FLOOR = 0.01
@@ -125,4 +130,4 @@ def _features(facts: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["SIGMA", "WIDTH", "TaskMixture"]
+__all__ = ["HANDOVER", "SIGMA", "WIDTH", "TaskMixture"]

@@ -90,7 +90,7 @@ def test_a_failed_experiment_stops_the_table_saying_how_to_resume(tmp_path):
 
 
 def test_the_transfer_baselines_are_lab_table_methods(tmp_path):
-    for name in ("learned-default", "ws-cmaes", "gp-warm"):
+    for name in ("learned-default", "ws-cmaes", "gp-warm", "task-mixture"):
         assert LabMethod.parse(name, tmp_path / "p.zip").tune_args() == ["--method", name]
     with pytest.raises(AgentError, match="gp-warm"):  # the message lists them
         LabMethod.parse("nope", tmp_path / "p.zip")

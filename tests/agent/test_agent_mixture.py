@@ -182,4 +182,27 @@ def test_the_live_loop_logs_the_facts_and_a_resume_replays_them(tmp_path, monkey
     resumed = experiment(cut)
     resumed.run(resume=True)
     assert [r.action for r in read_log(cut)] == [r.action for r in records]
-    assert np.allclose(resumed.tuner.weights(), live.tuner.weights())  # the replay told the facts too
+    assert np.allclose(resumed.tuner.first.log_weight, live.tuner.first.log_weight)  # the replay told the facts too
+
+
+def test_the_plain_name_is_the_validated_tuner(tmp_path, monkeypatch):
+    from agent.tuners.handover import HandOver
+    from agent.tuners.mixture import HANDOVER, SIGMA, WIDTH
+    from agent.tuners.noise import Reeval
+
+    path = tmp_path / "prior.json"
+    _with_facts().save(path)
+    monkeypatch.setattr(transfer, "TRANSFER_PRIOR", path)
+    tuner = make_tuner("task-mixture", CODEC, seed=1)
+    assert isinstance(tuner, HandOver) and tuner.k == HANDOVER and tuner.name == "task-mixture"
+    assert isinstance(tuner.first, TaskMixture) and (tuner.first.sigma, tuner.first.width) == (SIGMA, WIDTH)
+    assert isinstance(make_tuner("task-mixture+reeval", CODEC, steps=10), Reeval)
+    with pytest.raises(AgentError, match="already hands over"):
+        make_tuner("task-mixture+gp2", CODEC)
+    with pytest.raises(AgentError, match="budget"):
+        make_tuner("task-mixture+reeval", CODEC)
+    # the same runs as the spelled-out form
+    a = run_experiment(make_tuner("task-mixture", CODEC, seed=4), AnalyticObjective(seed=1), 5, CODEC)[1]
+    b = run_experiment(make_tuner(f"task-mixture:sigma{SIGMA}:width{WIDTH}+gp{HANDOVER}", CODEC, seed=4),
+                       AnalyticObjective(seed=1), 5, CODEC)[1]
+    assert a == b
