@@ -227,13 +227,16 @@ def combine_command(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary of `evaluate --json` here."),
     protocol: Noise | None = typer.Option(None, help="Check that the results are of this protocol (by default it "
                                           "is read from them)."),
+    scenarios: str = typer.Option("", help="Keep only these scenarios, comma-separated names or shell patterns "
+                                  "(gen-*,gentrace-*: a subset of an evaluation, rescored on its own)."),
 ) -> None:
     """One results table from several evaluations (a set evaluated in parts, or new policies on
     scenarios the baselines already ran on), rescored together. The protocol (noise-free or noisy)
     is read from the results."""
     from agent.evaluation.protocol import combine
 
-    table = combine(dirs, out, [m for m in methods.split(",") if m] or None, steps=steps or None)
+    table = combine(dirs, out, [m for m in methods.split(",") if m] or None, steps=steps or None,
+                    scenarios=[p for p in scenarios.split(",") if p] or None)
     exact = json.loads((out / "evaluation.json").read_text()).get("protocol") == "noise-free"
     if protocol is not None and (protocol == Noise.NOISE_FREE) != exact:
         raise AgentError(f"--protocol {protocol.value}: the results in {', '.join(map(str, dirs))} are of the "

@@ -316,17 +316,24 @@ def evaluate(
     return table
 
 
-def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None = None, *, steps: int | None = None
-            ) -> pd.DataFrame:
+def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None = None, *, steps: int | None = None,
+            scenarios: Sequence[str] | None = None) -> pd.DataFrame:
     """One table from several evaluations of either protocol (a split evaluated in parts, or new
     methods on scenarios the others already ran on), rescored together: the oracle of a truth cell
     becomes the best of every search and every admissible truth in any of them, and the best
     baseline is chosen over the union. ``methods`` keeps only those (the oracle still counts every
     run); a kept method must cover the same cells as the others. ``steps``: the headline budget
-    (default: the one the evaluations were run for)."""
+    (default: the one the evaluations were run for). ``scenarios``: keep only the scenarios these
+    names or shell patterns match (``gen-*``), to report a subset such as the unseen members."""
     if not dirs:
         raise AgentError("combine: no evaluation directories given")
     rows = pd.concat([read_results(Path(d)) for d in dirs], ignore_index=True)
+    if scenarios:
+        from fnmatch import fnmatchcase
+
+        rows = rows[rows["scenario"].map(lambda name: any(fnmatchcase(name, p) for p in scenarios))]
+        if rows.empty:
+            raise AgentError(f"combine: no scenario of {[str(d) for d in dirs]} matches --scenarios {','.join(scenarios)}")
     if rows["truth_seeds"].eq(1).nunique() > 1:
         raise AgentError("combine: the directories mix the noise-free and the noisy protocol")
     dup = rows.duplicated(["scenario", "seed", "budget", "method"])
@@ -354,6 +361,8 @@ def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None =
             "steps": headline, "scenarios": sorted(frame["scenario"].unique().tolist()),
             "methods": list(dict.fromkeys(frame["method"])), "best_baseline": frame.attrs.get("best_baseline"),
             "provenance": provenance()}
+    if scenarios:
+        meta["scenario_patterns"] = list(scenarios)
     write_atomic(out_dir / "evaluation.json", json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     return table
 

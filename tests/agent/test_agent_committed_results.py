@@ -37,7 +37,7 @@ def test_combine_reproduces_the_committed_tables(directory, tmp_path, monkeypatc
     meta = json.loads((directory / "evaluation.json").read_text())
     sources = [REPO / d for d in meta.get("combined", [])] or [directory]
     combine(sources, tmp_path, meta["methods"] if meta.get("combined") else None,
-            steps=meta["steps"] if meta.get("protocol") == "noisy" else None)
+            steps=meta["steps"] if meta.get("protocol") == "noisy" else None, scenarios=meta.get("scenario_patterns"))
     tables = [n for n in ("table.md", "budget.md", "table.csv", "budget.csv") if (directory / n).exists()]
     differ = [n for n in tables if (directory / n).read_text() != (tmp_path / n).read_text()]
     if _name(directory) in STALE:

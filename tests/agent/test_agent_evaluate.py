@@ -121,6 +121,13 @@ def test_combining_disjoint_evaluations_equals_evaluating_them_together(tmp_path
     some = combine([tmp_path / "a", tmp_path / "b"], tmp_path / "d", methods=["default", "random"]).set_index("method")
     assert list(some.index) == ["default", "random"]
     assert some.loc["random", "improvement_pct"] == pytest.approx(together.loc["random", "improvement_pct"])
+    # a subset of scenarios by pattern: the same figures as evaluating that scenario alone
+    only_y = combine([tmp_path / "ab"], tmp_path / "e", scenarios=["y*"]).set_index("method")
+    alone = combine([tmp_path / "b"], tmp_path / "f").set_index("method")
+    pd.testing.assert_frame_equal(only_y[cols], alone.loc[only_y.index, cols], check_dtype=False)
+    assert json.loads((tmp_path / "e" / "evaluation.json").read_text())["scenario_patterns"] == ["y*"]
+    with pytest.raises(AgentError, match="no scenario .* matches --scenarios z"):
+        combine([tmp_path / "ab"], tmp_path / "g", scenarios=["z"])
 
 
 def test_combine_refuses_overlaps_gaps_and_strangers(tmp_path):
