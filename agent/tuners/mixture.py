@@ -15,7 +15,8 @@ its share of cold starts and failures, its tail's shape), compared with each tra
 default-weights run: ``exp(-|z - z_j|^2 / (2 width^2))`` over the facts standardised across the
 training tasks, so the first profile is the best one of the tasks that look like the new cluster.
 Without facts (a tuner told only metrics), the weights start equal, and the first suggestion is the
-greedy portfolio's first profile; afterwards the weights move to the tasks that predicted what was
+profile that closes the largest mean share of the training tasks' gaps (counted as latency, the
+greedy portfolio's first profile); afterwards the weights move to the tasks that predicted what was
 measured, so the second and third profiles are those tasks' best ones (Wistuba et al.'s portfolio
 made adaptive; the task-similarity-by-response idea of RGPE, Feurer et al. arXiv 1802.02219, on a
 finite candidate set). ``sigma`` (the log-latency mismatch allowed between the new cluster and a
