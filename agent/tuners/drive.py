@@ -23,6 +23,7 @@ import numpy as np
 from agent.actions import ActionCodec
 from agent.tuners.protocol import Tuner
 
+
 @dataclass(frozen=True)
 class Measured:
     """A run's latency metric (s) and its facts (agent.metrics.run_facts; empty when unknown)."""

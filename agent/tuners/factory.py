@@ -91,11 +91,29 @@ def is_baseline(method: str) -> bool:
 def is_method(method: str, policies: Mapping[str, str] | None = None) -> bool:
     """A name :func:`make_tuner` can build from the baselines and ``policies`` (a malformed ``+`` rule
     is an AgentError naming it)."""
-    method = split_handover(method)[0]
-    if method in (policies or {}):
+    first, k = split_handover(method)
+    if first in (policies or {}):
         return True
-    base, _ = split_rule(method)  # a malformed rule is an error that says so
-    return base in NOISY_BASELINES or _MIXTURE.fullmatch(base) is not None
+    base, _ = split_rule(first)  # a malformed rule is an error that says so
+    mixture = _MIXTURE.fullmatch(base)
+    if mixture is not None:
+        _mixture_args(mixture, method, handed_over=k is not None)  # impossible widths are an error that says so
+        return True
+    return base in NOISY_BASELINES
+
+
+def _mixture_args(match: re.Match[str], method: str, *, handed_over: bool = False) -> tuple[float, float | None, bool]:
+    """``(sigma, width, per_gap)`` of a task-mixture name; an AgentError naming it when they cannot be."""
+    from agent.tuners.mixture import SIGMA, WIDTH
+
+    if handed_over and match.group(0) == "task-mixture":
+        raise AgentError(f"method {method!r}: task-mixture already hands over to GP-BO; name the mixture alone "
+                         "with its parameters (task-mixture:sigma0.05+gpK)")
+    sigma = float(match.group("sigma") or SIGMA)
+    width = None if match.group("nofacts") else float(match.group("width") or WIDTH)
+    if sigma <= 0 or (width is not None and width <= 0):
+        raise AgentError(f"method {method!r}: task-mixture's sigma and width must be positive")
+    return sigma, width, not match.group("latency")
 
 
 def make_tuner(
@@ -123,8 +141,7 @@ def make_tuner(
     first, k = split_handover(method)
     if k is not None:
         if first == "task-mixture":
-            raise AgentError(f"method {method!r}: task-mixture already hands over to GP-BO; name the mixture alone "
-                             "with its parameters (task-mixture:sigma0.05+gpK)")
+            _mixture_args(_MIXTURE.fullmatch(first), method, handed_over=True)
         return HandOver(make_tuner(first, codec, seed=seed, policy=policy, policies=policies, steps=steps,
                                    context=context, std_scale=std_scale), codec, k, seed)
     base, rule = split_rule(method)
@@ -165,12 +182,11 @@ def _baseline(method: str, codec: ActionCodec, seed: int) -> Tuner:
     mixture = _MIXTURE.fullmatch(method)
     if mixture is not None:
         from agent.tuners import transfer
-        from agent.tuners.mixture import SIGMA, WIDTH, TaskMixture
+        from agent.tuners.mixture import TaskMixture
 
-        sigma = float(mixture.group("sigma") or SIGMA)
-        width = None if mixture.group("nofacts") else float(mixture.group("width") or WIDTH)
+        sigma, width, per_gap = _mixture_args(mixture, method)
         tuner = TaskMixture(transfer.TransferPrior.load(transfer.TRANSFER_PRIOR, codec), codec, sigma=sigma,
-                            width=width, per_gap=not mixture.group("latency"))
+                            width=width, per_gap=per_gap)
         tuner.name = method
         return tuner
     if method in TRANSFER_BASELINES:

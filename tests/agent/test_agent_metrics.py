@@ -7,7 +7,13 @@ import pandas as pd
 import pytest
 
 from agent.errors import AgentError
-from agent.metrics import mean_facts, metric_from_latencies, metric_from_requests, metric_from_summary, run_facts
+from agent.metrics import (
+    mean_facts,
+    metric_from_latencies,
+    metric_from_requests,
+    metric_from_summary,
+    run_facts,
+)
 
 
 def test_failed_requests_count_at_the_timeout():

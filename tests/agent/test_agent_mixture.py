@@ -139,9 +139,12 @@ def test_the_factory_builds_it_from_the_shipped_prior(tmp_path, monkeypatch):
     monkeypatch.setattr(transfer, "TRANSFER_PRIOR", path)
     tuner = make_tuner("task-mixture:sigma0.25", CODEC)
     assert isinstance(tuner, TaskMixture) and tuner.sigma == 0.25 and tuner.name == "task-mixture:sigma0.25"
-    assert is_method("task-mixture+gp3") and is_method("task-mixture:sigma0.05") and is_method("task-mixture:latency")
+    assert is_method("task-mixture:sigma0.1+gp3") and is_method("task-mixture:sigma0.05") and is_method("task-mixture:latency")
     assert make_tuner("task-mixture:sigma0.2:nofacts:latency", CODEC)._scale.tolist() == [1.0, 1.0, 1.0]
     assert not is_baseline("task-mixture") and not is_method("task-mixture:sigma")
+    for bad in ("task-mixture:sigma0", "task-mixture:width0.0", "task-mixture+gp3"):  # refused before anything runs
+        with pytest.raises(AgentError, match=r"positive|already hands over"):
+            is_method(bad)
     settings, values = run_experiment(make_tuner("task-mixture:latency+gp2", CODEC, seed=0), AnalyticObjective(seed=1), 4,
                                       CODEC)
     assert settings[1] == CODEC.decode(_prior().portfolio(1)[0]) and len(values) == 5
