@@ -104,9 +104,10 @@ def test_the_tuning_loop_reruns_a_void_run_and_logs_why(fake, tmp_path):
     cfg = ExperimentConfig(method="random", backend="kube", cluster="", workload="faults", steps=1, max_reruns=2)
     codec = ActionCodec()
     exp = Experiment(cfg, backend, _workload(), make_tuner("random", codec, seed=0), tmp_path)
-    metric, voided = exp._measure(codec.reference(), tmp_path / "runs" / "ref-0", seed=0)
+    metric, facts, voided = exp._measure(codec.reference(), tmp_path / "runs" / "ref-0", seed=0)
     backend.close()
     assert np.isfinite(metric)
+    assert set(facts) == {"cold_share", "failure_share", "tail_p99_p50", "tail_mean_p50"}  # the scored run's facts
     assert [v["run_dir"] for v in voided] == ["runs/ref-0.void-1"]
     assert voided[0]["reason"].startswith("the run failed: void: 1 infrastructure fault(s) during the run: scheduler ")
     assert "the scheduler restarted" in voided[0]["reason"]
