@@ -37,11 +37,17 @@ Measure = Callable[[int, np.ndarray], "float | Measured"]
 or a :class:`Measured` with the run's facts."""
 
 
+def observe(tuner: object, facts: Mapping[str, float] | None) -> None:
+    """Hand ``facts`` to ``tuner`` if it reads them (has ``observe``); the one place that asks, so
+    the wrappers (agent.tuners.handover, agent.tuners.noise) pass them on the same way."""
+    method = getattr(tuner, "observe", None)
+    if facts and callable(method):
+        method(facts)
+
+
 def _tell(tuner: Tuner, action: np.ndarray, result: float | Measured) -> float:
     metric, facts = (result.metric, result.facts) if isinstance(result, Measured) else (result, None)
-    observe = getattr(tuner, "observe", None)
-    if facts and callable(observe):
-        observe(facts)
+    observe(tuner, facts)
     tuner.tell(action, float(metric))
     return float(metric)
 

@@ -131,13 +131,6 @@ def make_tuner(
     ``policies``: names mapped to policy files (evaluate's ablations); ``steps``: the budget (a
     policy observes its progress through it, ``+reeval`` re-measures in its last runs); ``context``:
     the scenario facts of a full-information policy; ``std_scale`` overrides a policy's spread."""
-    if method == "task-mixture" or re.fullmatch(r"task-mixture\+reeval\d*", method):  # the validated tuner
-        from agent.tuners.mixture import HANDOVER, SIGMA, WIDTH
-
-        tuner = make_tuner(f"task-mixture:sigma{SIGMA:g}:width{WIDTH:g}+gp{HANDOVER}", codec, seed=seed, steps=steps)
-        tuner.name = "task-mixture"
-        rule = split_rule(method)[1]
-        return tuner if rule is None else Reeval(tuner, codec, _need_steps(method, steps), rule)
     first, k = split_handover(method)
     if k is not None:
         if first == "task-mixture":
@@ -145,7 +138,12 @@ def make_tuner(
         return HandOver(make_tuner(first, codec, seed=seed, policy=policy, policies=policies, steps=steps,
                                    context=context, std_scale=std_scale), codec, k, seed)
     base, rule = split_rule(method)
-    if policies and method in policies:
+    if base == "task-mixture":  # the validated tuner: the mixture, then GP-BO
+        from agent.tuners.mixture import HANDOVER, SIGMA, WIDTH
+
+        tuner = make_tuner(f"task-mixture:sigma{SIGMA:g}:width{WIDTH:g}+gp{HANDOVER}", codec, seed=seed, steps=steps)
+        tuner.name = "task-mixture"
+    elif policies and method in policies:
         spec = MethodSpec.parse(base)
         tuner = _policy(spec.kind, Path(policies[method]), seed=seed, steps=steps, context=context,
                         std_scale=spec.std_scale)
@@ -156,14 +154,10 @@ def make_tuner(
     else:
         tuner = _baseline(base, codec, seed)
     if rule is not None:
-        tuner = Reeval(tuner, codec, _need_steps(method, steps), rule)
+        if steps is None:
+            raise AgentError(f"method {method!r} needs the budget (steps) to know when to re-measure")
+        tuner = Reeval(tuner, codec, steps, rule)
     return tuner
-
-
-def _need_steps(method: str, steps: int | None) -> int:
-    if steps is None:
-        raise AgentError(f"method {method!r} needs the budget (steps) to know when to re-measure")
-    return steps
 
 
 def _baseline(method: str, codec: ActionCodec, seed: int) -> Tuner:

@@ -16,6 +16,7 @@ import numpy as np
 
 from agent.actions import ActionCodec
 from agent.errors import AgentError
+from agent.tuners.drive import observe
 from agent.tuners.protocol import Tuner
 from agent.tuners.search import OptunaTuner
 
@@ -51,9 +52,7 @@ class HandOver:
 
     def observe(self, facts: Mapping[str, float]) -> None:
         """The facts of the run told next, for a first method that reads them."""
-        observe = getattr(self.first, "observe", None)
-        if callable(observe):
-            observe(facts)
+        observe(self.first, facts)
 
     def tell(self, action: np.ndarray, metric: float) -> None:
         self.first.tell(action, metric)

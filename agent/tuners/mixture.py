@@ -77,17 +77,21 @@ class TaskMixture:
         self.width = width
         headroom = 1.0 - np.exp(self.log_relative.min(axis=0))
         self._scale = 1.0 / np.maximum(headroom, _HEADROOM_FLOOR) if per_gap else np.ones_like(headroom)
-        self._facts = None if prior.facts is None else _features(prior.facts)
+        self._facts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        """(mean, std, the tasks' standardised facts), or None for a prior without facts."""
+        if prior.facts is not None:
+            features = _features(prior.facts)
+            mean, std = features.mean(axis=0), features.std(axis=0)
+            std = np.where(std > 0, std, 1.0)
+            self._facts = (mean, std, (features - mean) / std)
 
     def observe(self, facts: Mapping[str, float]) -> None:
         """The facts of the run told next; those of the reference run set the starting weights."""
         if self.reference is not None or self.width is None or self._facts is None:
             return
-        row = _features(np.asarray([[float(facts[k]) for k in RUN_FACTS]]))
-        mean, std = self._facts.mean(axis=0), self._facts.std(axis=0)
-        std = np.where(std > 0, std, 1.0)
-        z, zj = (row[0] - mean) / std, (self._facts - mean) / std
-        self.log_weight = -((zj - z) ** 2).sum(axis=1) / (2.0 * self.width**2)
+        mean, std, tasks = self._facts
+        z = (_features(np.asarray([[float(facts[k]) for k in RUN_FACTS]]))[0] - mean) / std
+        self.log_weight = -((tasks - z) ** 2).sum(axis=1) / (2.0 * self.width**2)
 
     def weights(self) -> np.ndarray:
         """The tasks' normalised weights (they sum to 1)."""

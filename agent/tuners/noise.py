@@ -25,6 +25,7 @@ import numpy as np
 from agent.actions import ActionCodec, WeightSetting
 from agent.errors import AgentError
 from agent.tuners.applied import measured
+from agent.tuners.drive import observe
 from agent.tuners.search import OptunaTuner
 
 _REEVAL = re.compile(r"reeval(?P<k>\d+)?")
@@ -75,9 +76,8 @@ class Reeval:
 
     def observe(self, facts: Mapping[str, float]) -> None:
         """The facts of the run told next, for an inner tuner that reads them."""
-        observe = getattr(self.inner, "observe", None)
-        if callable(observe) and len(self.values) <= self.explore:
-            observe(facts)
+        if len(self.values) <= self.explore:
+            observe(self.inner, facts)
 
     def tell(self, action: np.ndarray, metric: float) -> None:
         action = np.asarray(action, dtype=np.float32)
