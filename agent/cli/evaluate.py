@@ -111,6 +111,9 @@ def evaluate_command(
                                           "methods Nk (mean action) and Nk:sample: the validation of a run. "
                                           "Repeatable as NAME=RUN: methods NAME/Nk and NAME/Nk:sample."),
     methods: str = typer.Option(",".join(BASELINES), help="Baselines, comma-separated (gp-noisy and X+reeval too)."),
+    prior: Path | None = typer.Option(None, help="The transfer prior (`scoretune transfer-prior --out FILE`) that "
+                                      "learned-default, ws-cmaes, gp-warm and task-mixture read (default: the "
+                                      "shipped agent/policies/transfer-prior.json)."),
     steps: int = typer.Option(10, min=1, max=10_000, help="Runs per experiment after the reference (T)."),
     oracle_runs: int = typer.Option(500, min=0, max=1_000_000, help="Runs of the oracle's search per scenario and seed (>= 500)."),
     metric: Metric = typer.Option(Metric.MEAN, help="Latency metric."),
@@ -168,7 +171,7 @@ def evaluate_command(
 
     table = evaluate(names, seeds=seeds, out_dir=out, protocol=p, methods=method_list, policies=policies,
                      compute=Compute(jobs=jobs, ray=ray),
-                     seed_offset=seed_offset, config=config,
+                     seed_offset=seed_offset, config=config, prior=prior,
                      on_done=lambda s, k, n: console.print(f"  {s}: done ({k}/{n})"))
     if oracle_only:
         console.print(f"oracle cached in {out / 'oracle.json'}")

@@ -16,6 +16,8 @@ def transfer_prior_command(
     out: Path = typer.Option(TRANSFER_PRIOR, "--out", "-o", help="The prior file to write."),
     generated: int = typer.Option(10, min=0, max=10_000, help="Members of each generated family (gen-N, gentrace-N, "
                                   "N < this: seeds training draws from) beside the training split."),
+    small: int = typer.Option(0, min=0, max=10_000, help="Members of the small heterogeneous family (gensmall-N, "
+                              "N < this) beside them."),
     runs: int = typer.Option(60, min=5, max=10_000, help="Runs of each task's TPE search."),
     top: int = typer.Option(5, min=1, max=100, help="Best profiles of each search that become candidates."),
     jobs: int = typer.Option(2, min=1, max=256, help="Worker processes."),
@@ -28,7 +30,7 @@ def transfer_prior_command(
 
     if out.is_dir():
         raise AgentError(f"{out}: is a directory (--out names the prior file)")
-    tasks = training_tasks(generated)
+    tasks = training_tasks(generated, small)
     console.print(f"{len(tasks)} training tasks x {runs}-run searches -> {out}")
     prior = build_prior(tasks, runs=runs, top=top, compute=Compute(jobs=jobs, ray=ray),
                         command="scoretune transfer-prior " + " ".join(argv_tail("transfer-prior")))

@@ -110,6 +110,8 @@ class Task:
     protocol: Protocol
     oracle_known: Any = None
     """The oracle from an earlier evaluation's cache: a latency (noise-free) or profiles' actions."""
+    prior: str | None = None
+    """The transfer prior file of the methods that use the training tasks (None: the shipped one)."""
 
 
 @dataclass
@@ -193,7 +195,7 @@ def run_task(task: Task, factory: ObjectiveFactory | None = None) -> dict[str, A
             for budget in task.protocol.all_budgets():
                 for method in task.methods:
                     tuner = make_tuner(method, codec, seed=seed, policies=task.policies, steps=budget,
-                                       context=world.context)
+                                       context=world.context, prior=Path(task.prior) if task.prior else None)
                     objective = world.measurement(seed, budget)
                     settings, values = run_experiment(tuner, objective, budget, getattr(tuner, "codec", codec))
                     applied = applied_setting(tuner, settings, values)
@@ -235,10 +237,12 @@ def evaluate(
     objective_factory: ObjectiveFactory | None = None,
     config: Mapping[str, Any] | None = None,
     on_done: Callable[[str, int, int], None] | None = None,
+    prior: Path | None = None,
 ) -> pd.DataFrame:
     """Run the protocol and write ``results.csv``, ``table.md/csv``, ``budget.md/csv``, the plots
     (noise-free) and ``evaluation.json`` to ``out_dir``; returns the headline table. Without methods
-    (``--oracle-only``) it only fills the oracle cache."""
+    (``--oracle-only``) it only fills the oracle cache. ``prior``: the transfer prior the methods
+    that use the training tasks read (default: the shipped one), checked before anything runs."""
     p = protocol
     policies = dict(policies or {})
     all_methods = tuple(methods) + tuple(m for m in policies if m not in methods)
@@ -252,6 +256,11 @@ def evaluate(
             raise AgentError(f"method {m!r}: not a baseline nor a policy given with --policy or --ablation")
     if not all_methods and not p.exact:
         raise AgentError("evaluate: no methods to evaluate")
+    if prior is not None:
+        from agent.tuners.transfer import TransferPrior
+
+        TransferPrior.load(prior)  # a broken prior is one line before anything runs
+        prior = prior.resolve()
     if p.oracle_runs and p.oracle_runs < 500:
         log.warning("oracle_runs=%d: an oracle below 500 runs may be beaten by a tuner", p.oracle_runs)
     make_out_dir(out_dir)
@@ -261,7 +270,7 @@ def evaluate(
 
     def task(s: str, seeds_: tuple[int, ...], methods_: tuple[str, ...]) -> Task:
         key = _oracle_key(p, s, _objective_seed(p, seeds_[0]))
-        return Task(s, seeds_, methods_, policies, p, cache.get(key))
+        return Task(s, seeds_, methods_, policies, p, cache.get(key), None if prior is None else str(prior))
 
     def run_all(tasks: list[Task]) -> list[dict[str, Any]]:
         def progress(i: int, result: dict[str, Any]) -> None:
@@ -306,6 +315,8 @@ def evaluate(
         "oracle_runs": p.oracle_runs, "metric": p.metric, "best_baseline": frame.attrs.get("best_baseline"),
         "config": dict(config or {}), "provenance": provenance(),
     }
+    if prior is not None:
+        meta["prior"] = str(prior)
     if p.exact:
         meta["sim_seed"] = p.sim_seed
     else:

@@ -58,11 +58,13 @@ def _score(job: _Score) -> tuple[list[float], list[float]]:
             [float(facts[k]) for k in RUN_FACTS])
 
 
-def training_tasks(generated: int) -> list[str]:
-    """The training split and the first ``generated`` members of each generated family."""
+def training_tasks(generated: int, small: int = 0) -> list[str]:
+    """The training split, the first ``generated`` members of the gen and gentrace families and the
+    first ``small`` of gensmall (members training draws from: never validation or held-out seeds)."""
     from agent.objectives.sim import split_names
 
-    return [*split_names("train"), *(f"gen-{k}" for k in range(generated)), *(f"gentrace-{k}" for k in range(generated))]
+    return [*split_names("train"), *(f"gen-{k}" for k in range(generated)),
+            *(f"gentrace-{k}" for k in range(generated)), *(f"gensmall-{k}" for k in range(small))]
 
 
 def build_prior(tasks: Sequence[str], *, runs: int = 60, top: int = 5, compute: Compute = Compute(),

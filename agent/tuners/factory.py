@@ -48,7 +48,7 @@ Method = StrEnum("Method", {m.upper().replace("-", "_"): m for m in METHODS})
 """The tuning methods as choices (a typer option annotated ``Method`` lists them in ``--help``)."""
 
 _SAMPLE_SUFFIX = re.compile(r"sample(?:-std(?P<scale>\d+(?:\.\d+)?))?")
-_MIXTURE = re.compile(r"task-mixture(?::sigma(?P<sigma>\d+(?:\.\d+)?))?(?::(?:width(?P<width>\d+(?:\.\d+)?)|(?P<nofacts>nofacts)))?(?P<latency>:latency)?")
+_MIXTURE = re.compile(r"task-mixture(?::sigma(?P<sigma>\d+(?:\.\d+)?))?(?::(?:width(?P<width>\d+(?:\.\d+)?)|(?P<nofacts>nofacts)))?(?::broad(?P<broad>\d+(?:\.\d+)?))?(?P<latency>:latency)?")
 
 
 @dataclass(frozen=True)
@@ -102,9 +102,10 @@ def is_method(method: str, policies: Mapping[str, str] | None = None) -> bool:
     return base in NOISY_BASELINES
 
 
-def _mixture_args(match: re.Match[str], method: str, *, handed_over: bool = False) -> tuple[float, float | None, bool]:
-    """``(sigma, width, per_gap)`` of a task-mixture name; an AgentError naming it when they cannot be."""
-    from agent.tuners.mixture import SIGMA, WIDTH
+def _mixture_args(match: re.Match[str], method: str, *,
+                  handed_over: bool = False) -> tuple[float, float | None, bool, float]:
+    """``(sigma, width, per_gap, broad)`` of a task-mixture name; an AgentError naming it when they cannot be."""
+    from agent.tuners.mixture import BROAD, SIGMA, WIDTH
 
     if handed_over and match.group(0) == "task-mixture":
         raise AgentError(f"method {method!r}: task-mixture already hands over to GP-BO; name the mixture alone "
@@ -113,7 +114,10 @@ def _mixture_args(match: re.Match[str], method: str, *, handed_over: bool = Fals
     width = None if match.group("nofacts") else float(match.group("width") or WIDTH)
     if sigma <= 0 or (width is not None and width <= 0):
         raise AgentError(f"method {method!r}: task-mixture's sigma and width must be positive")
-    return sigma, width, not match.group("latency")
+    broad = float(match.group("broad") or BROAD)
+    if broad > 1:
+        raise AgentError(f"method {method!r}: task-mixture's broad share must be at most 1")
+    return sigma, width, not match.group("latency"), broad
 
 
 def make_tuner(
@@ -126,22 +130,25 @@ def make_tuner(
     steps: int | None = None,
     context: Mapping[str, float] | None = None,
     std_scale: float | None = None,
+    prior: Path | None = None,
 ) -> Tuner:
     """The tuner for ``method``. ``policy``: the file of ``policy`` / ``policy-sample``;
     ``policies``: names mapped to policy files (evaluate's ablations); ``steps``: the budget (a
     policy observes its progress through it, ``+reeval`` re-measures in its last runs); ``context``:
-    the scenario facts of a full-information policy; ``std_scale`` overrides a policy's spread."""
+    the scenario facts of a full-information policy; ``std_scale`` overrides a policy's spread;
+    ``prior``: the transfer prior of the methods that use the training tasks (default: the shipped one)."""
     first, k = split_handover(method)
     if k is not None:
         if first == "task-mixture":
             _mixture_args(_MIXTURE.fullmatch(first), method, handed_over=True)
         return HandOver(make_tuner(first, codec, seed=seed, policy=policy, policies=policies, steps=steps,
-                                   context=context, std_scale=std_scale), codec, k, seed)
+                                   context=context, std_scale=std_scale, prior=prior), codec, k, seed)
     base, rule = split_rule(method)
     if base == "task-mixture":  # the validated tuner: the mixture, then GP-BO
         from agent.tuners.mixture import HANDOVER, SIGMA, WIDTH
 
-        tuner = make_tuner(f"task-mixture:sigma{SIGMA:g}:width{WIDTH:g}+gp{HANDOVER}", codec, seed=seed, steps=steps)
+        tuner = make_tuner(f"task-mixture:sigma{SIGMA:g}:width{WIDTH:g}+gp{HANDOVER}", codec, seed=seed, steps=steps,
+                           prior=prior)
         tuner.name = "task-mixture"
     elif policies and method in policies:
         spec = MethodSpec.parse(base)
@@ -152,7 +159,7 @@ def make_tuner(
             raise AgentError(f"method {method!r} needs a policy file (--policy FILE)")
         tuner = _policy(base, policy, seed=seed, steps=steps, context=context, std_scale=std_scale)
     else:
-        tuner = _baseline(base, codec, seed)
+        tuner = _baseline(base, codec, seed, prior)
     if rule is not None:
         if steps is None:
             raise AgentError(f"method {method!r} needs the budget (steps) to know when to re-measure")
@@ -160,7 +167,7 @@ def make_tuner(
     return tuner
 
 
-def _baseline(method: str, codec: ActionCodec, seed: int) -> Tuner:
+def _baseline(method: str, codec: ActionCodec, seed: int, prior_file: Path | None = None) -> Tuner:
     if method == "default":
         return FixedTuner("default", codec, codec.reference())
     if method == "equal":
@@ -178,15 +185,15 @@ def _baseline(method: str, codec: ActionCodec, seed: int) -> Tuner:
         from agent.tuners import transfer
         from agent.tuners.mixture import TaskMixture
 
-        sigma, width, per_gap = _mixture_args(mixture, method)
-        tuner = TaskMixture(transfer.TransferPrior.load(transfer.TRANSFER_PRIOR, codec), codec, sigma=sigma,
-                            width=width, per_gap=per_gap)
+        sigma, width, per_gap, broad = _mixture_args(mixture, method)
+        tuner = TaskMixture(transfer.TransferPrior.load(prior_file or transfer.TRANSFER_PRIOR, codec), codec, sigma=sigma,
+                            width=width, per_gap=per_gap, broad=broad)
         tuner.name = method
         return tuner
     if method in TRANSFER_BASELINES:
         from agent.tuners import transfer
 
-        prior = transfer.TransferPrior.load(transfer.TRANSFER_PRIOR, codec)
+        prior = transfer.TransferPrior.load(prior_file or transfer.TRANSFER_PRIOR, codec)
         build = {"learned-default": lambda: transfer.learned_default(prior, codec),
                  "ws-cmaes": lambda: transfer.ws_cmaes(prior, codec, seed),
                  "gp-warm": lambda: transfer.gp_warm(prior, codec, seed)}

@@ -41,6 +41,8 @@ SIGMA = 0.05
 """The default log-latency mismatch between the new cluster and a training task."""
 WIDTH = 0.5
 """The default width of the facts kernel, in standard deviations of the training tasks' facts."""
+BROAD = 0.0
+"""The default share of the starting weight that ignores the facts."""
 HANDOVER = 3
 """Runs after which the plain ``task-mixture`` hands over to GP-BO. SIGMA, WIDTH and HANDOVER were
 chosen on the validation set only (docs/results/validation/mixture-grid, mixture)."""
@@ -58,14 +60,19 @@ class TaskMixture:
     name = "task-mixture"
 
     def __init__(self, prior: TransferPrior, codec: ActionCodec, *, sigma: float = SIGMA,
-                 width: float | None = WIDTH, per_gap: bool = True) -> None:
+                 width: float | None = WIDTH, per_gap: bool = True, broad: float = BROAD) -> None:
         """``width``: the facts kernel's width; None ignores the reference run's facts.
+        ``broad``: the share of the starting weight spread equally over the tasks whatever the facts
+        say (a new cluster may resemble none of them closely).
         ``per_gap``: each task's gain counts as a share of its own headroom (what the gap closed
         measures), else as latency (the tasks with most headroom dominate)."""
         if not (np.isfinite(sigma) and sigma > 0):
             raise AgentError(f"task-mixture: sigma must be a positive number, got {sigma!r}")
         if width is not None and not (np.isfinite(width) and width > 0):
             raise AgentError(f"task-mixture: the facts width must be a positive number, got {width!r}")
+        if not (np.isfinite(broad) and 0.0 <= broad <= 1.0):
+            raise AgentError(f"task-mixture: the broad share must be in [0, 1], got {broad!r}")
+        self.broad = float(broad)
         self.codec = codec
         self.actions = np.asarray(prior.actions, dtype=np.float64)
         self.log_relative = np.log(np.asarray(prior.relative, dtype=np.float64))  # (candidates, tasks)
@@ -92,6 +99,11 @@ class TaskMixture:
         mean, std, tasks = self._facts
         z = (_features(np.asarray([[float(facts[k]) for k in RUN_FACTS]]))[0] - mean) / std
         self.log_weight = -((tasks - z) ** 2).sum(axis=1) / (2.0 * self.width**2)
+        if self.broad >= 1:
+            self.log_weight = np.zeros_like(self.log_weight)
+        elif self.broad > 0:  # (1 - broad) * kernel + broad * uniform, both normalised, in logs
+            kernel = self.log_weight - np.logaddexp.reduce(self.log_weight)
+            self.log_weight = np.logaddexp(np.log1p(-self.broad) + kernel, np.log(self.broad / len(kernel)))
 
     def weights(self) -> np.ndarray:
         """The tasks' normalised weights (they sum to 1)."""
@@ -135,4 +147,4 @@ def _features(facts: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["HANDOVER", "SIGMA", "WIDTH", "TaskMixture"]
+__all__ = ["BROAD", "HANDOVER", "SIGMA", "WIDTH", "TaskMixture"]

@@ -209,3 +209,52 @@ def test_the_plain_name_is_the_validated_tuner(tmp_path, monkeypatch):
     b = run_experiment(make_tuner(f"task-mixture:sigma{SIGMA}:width{WIDTH}+gp{HANDOVER}", CODEC, seed=4),
                        AnalyticObjective(seed=1), 5, CODEC)[1]
     assert a == b
+
+
+def test_a_broad_share_keeps_every_task_in_play(tmp_path):
+    prior = _with_facts()
+    looks_like = {"cold_share": 0.021, "failure_share": 0.38, "tail_p99_p50": 2.1, "tail_mean_p50": 0.45}
+    sharp = TaskMixture(prior, CODEC)
+    sharp.observe(looks_like)
+    broad = TaskMixture(prior, CODEC, broad=0.3)
+    broad.observe(looks_like)
+    # (1 - 0.3) * the kernel's weights + 0.3 / 3 each
+    assert np.allclose(broad.weights(), 0.7 * sharp.weights() + 0.1)
+    assert broad.weights().min() >= 0.1 - 1e-12 and sharp.weights().min() < 1e-6
+    uniform = TaskMixture(prior, CODEC, broad=1.0)
+    uniform.observe(looks_like)
+    assert np.allclose(uniform.weights(), 1 / 3)
+    with pytest.raises(AgentError, match="broad"):
+        TaskMixture(prior, CODEC, broad=1.5)
+    path = tmp_path / "prior.json"
+    prior.save(path)
+    assert make_tuner("task-mixture:sigma0.05:width0.5:broad0.3", CODEC, prior=path).broad == 0.3
+    with pytest.raises(AgentError, match="at most 1"):
+        is_method("task-mixture:sigma0.05:broad2")
+
+
+def test_a_prior_file_given_is_the_one_every_transfer_method_reads(tmp_path, monkeypatch):
+    mine = _prior()
+    relative = mine.relative.copy()
+    relative[4] = [0.6, 0.6, 0.6]  # candidate 4 now the best everywhere (first of none in the shipped)
+    other = TransferPrior(mine.actions, relative, mine.tasks)
+    shipped, given = tmp_path / "shipped.json", tmp_path / "given.json"
+    mine.save(shipped)
+    other.save(given)
+    monkeypatch.setattr(transfer, "TRANSFER_PRIOR", shipped)
+    for method in ("learned-default", "task-mixture", "gp-warm"):
+        first = {}
+        for name, path in (("shipped", None), ("given", given)):
+            settings, _ = run_experiment(make_tuner(method, CODEC, prior=path), AnalyticObjective(seed=1), 1, CODEC)
+            first[name] = settings[1]
+        assert first["given"] == CODEC.decode(mine.actions[4]) != first["shipped"], method
+
+
+def test_evaluate_checks_the_prior_before_anything_runs(tmp_path):
+    from agent.evaluation.protocol import evaluate
+
+    broken = tmp_path / "prior.json"
+    broken.write_bytes(b"\x00\x01 not json")
+    with pytest.raises(InputError, match=r"prior.json.*not a transfer prior"):
+        evaluate(["homog-web"], seeds=1, out_dir=tmp_path / "out", methods=["task-mixture"], prior=broken)
+    assert not (tmp_path / "out").exists()

@@ -80,3 +80,15 @@ def test_the_shipped_prior_loads_and_comes_from_training_tasks_only():
     assert prior.tasks and not held_out & set(prior.tasks)
     assert all(int(t.rsplit("-", 1)[1]) < 1_000_000 for t in prior.tasks if t.startswith("gen"))  # no validation seeds
     assert prior.provenance.get("command", "").startswith("scoretune transfer-prior")
+
+
+def test_the_priors_training_tasks_draw_from_training_seeds_only():
+    from agent.evaluation.transfer_prior import training_tasks
+    from agent.objectives.sim import GENERATED_TRAIN_SEEDS, split_names
+
+    tasks = training_tasks(2, small=3)
+    assert tasks[: len(split_names("train"))] == split_names("train")
+    assert [t for t in tasks if t.startswith("gensmall-")] == ["gensmall-0", "gensmall-1", "gensmall-2"]
+    assert [t for t in tasks if t.startswith("gen-")] == ["gen-0", "gen-1"]
+    assert all(int(t.rsplit("-", 1)[1]) < GENERATED_TRAIN_SEEDS for t in tasks if t.startswith("gen"))
+    assert not [t for t in training_tasks(2) if t.startswith("gensmall-")]  # the family only when asked
