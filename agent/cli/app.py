@@ -123,6 +123,7 @@ bench_app.command("functions", help="Function runtime: time to ready, per-reques
 from agent.cli.bench import bench_agent, bench_grid  # noqa: E402
 from agent.cli.evaluate import combine_command, evaluate_command  # noqa: E402
 from agent.cli.lab_table import lab_table_command  # noqa: E402
+from agent.cli.reach import reach_command  # noqa: E402
 from agent.cli.train import train_command  # noqa: E402
 from agent.cli.transfer import transfer_prior_command  # noqa: E402
 from agent.cli.tune import tune_command  # noqa: E402
@@ -131,6 +132,8 @@ app.command("train", help="Train a tuning policy (SB3 PPO/SAC) on the simulator.
 app.command("evaluate", help="Every method on every held-out scenario, or your own: results table and plots.")(evaluate_command)
 app.command("transfer-prior", help="The training tasks' relative latency per profile, for the transfer baselines.")(
     transfer_prior_command)
+app.command("transfer-reach", help="What a transfer prior could give at the first run, and what a facts-chosen "
+            "first pick gets (docs/results/reach).")(reach_command)
 from agent.cli.headroom import headroom_command  # noqa: E402
 
 app.command("headroom", help="Default-to-oracle headroom of every training and evaluation task (docs/results/headroom).")(

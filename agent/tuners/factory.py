@@ -7,8 +7,9 @@ The grammar of a method name:
 - the learned transfer tuner ``task-mixture`` (agent.tuners.mixture: the validated mixture for its
   first runs, then GP-BO); the mixture alone as ``task-mixture:sigmaX`` with its mismatch ``sigma``
   set to X, ``...:widthY`` with its facts kernel's width Y, ``...:nofacts`` blind
-  to the reference run's facts, ``...:latency`` weighing gains as latency, not as shares of each
-  task's headroom;
+  to the reference run's facts, ``...:broadB`` with a share B of the starting weight spread over
+  every task whatever the facts say, ``...:latency`` weighing gains as latency, not as shares of
+  each task's headroom;
 - a policy: ``policy`` (its mean action) or ``policy-sample`` (draws from its distribution) with a
   policy file; in ``evaluate``, any name mapped to a policy file (``--ablation NAME=FILE``), where
   ``NAME:sample`` draws with the spread of its JSON and ``NAME:sample-stdX`` with X times it;

@@ -1,0 +1,172 @@
+"""``scoretune transfer-reach``: what a transfer prior could give at the first runs on a new task,
+and how much of it a first pick by the reference run's facts gets.
+
+Why: ``task-mixture``'s first profile is the best one of the training tasks whose reference-run
+facts look like the new task's. Whether that can ever beat a search's first draw depends on two
+things this measures on groups of tasks (a validation set, the held-out sets), noise-free on the
+simulator, with the gap closed against the evaluation's oracle:
+
+- what the prior holds: the best of its candidates per task (``pool``; a candidate better than
+  the oracle counts as closing the whole gap, as no tuner is credited more), the best profile of the
+  training task that in hindsight serves the new one best (``task match``: a perfect similarity
+  measure), and fixed lists chosen knowing the group (``hindsight 1/2/3``: the bound of any
+  task-blind list);
+- what a first pick gets: ``learned-default`` and the mixture's first suggestion for every prior
+  and facts width (agent.tuners.mixture itself, told the reference run and its facts).
+
+Over those (prior, width) variants, the rank correlation of the first group's figure with each
+other group's says whether choosing a variant on the first group (validation) predicts the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from agent.actions import ActionCodec
+from agent.compute import Compute, run_tasks
+from agent.errors import AgentError
+from agent.metrics import RUN_FACTS
+from agent.tuners.mixture import TaskMixture
+from agent.tuners.transfer import TransferPrior
+
+SCHEMA = pa.schema([("group", pa.string()), ("task", pa.string()), ("prior", pa.string()),
+                    ("row", pa.string()), ("gap_closed", pa.float64())])
+HINDSIGHT = 3
+"""Longest fixed list chosen in hindsight."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """Tasks judged together, at one simulator seed."""
+
+    name: str
+    seed: int
+    tasks: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Group:
+        """``NAME@SEED=TASK,TASK,...``."""
+        head, sep, tasks = text.partition("=")
+        name, at, seed = head.partition("@")
+        names = tuple(t for t in tasks.split(",") if t)
+        if not (sep and at and name and seed.isdigit() and names):
+            raise AgentError(f"--group {text!r}: expected NAME@SEED=TASK,TASK,...")
+        return cls(name, int(seed), names)
+
+
+@dataclass(frozen=True)
+class _Job:
+    task: str
+    seed: int
+    candidates: tuple[tuple[float, ...], ...]
+    metric: str
+
+
+def _run(job: _Job) -> tuple[float, list[float], list[float]]:
+    """The reference latency, every candidate's latency relative to it, the reference run's facts."""
+    from agent.objectives.sim import scenario_objective
+
+    codec = ActionCodec()
+    objective = scenario_objective(job.task, job.seed, job.metric)
+    reference = objective(codec.reference())
+    facts = objective.facts(codec.reference())
+    relative = [objective(codec.decode(np.asarray(a, dtype=np.float32))) / reference for a in job.candidates]
+    return reference, relative, [float(facts[k]) for k in RUN_FACTS]
+
+
+def _first_pick(prior: TransferPrior, codec: ActionCodec, width: float | None, facts: Sequence[float],
+                reference: float) -> np.ndarray:
+    tuner = TaskMixture(prior, codec, width=width)
+    tuner.observe(dict(zip(RUN_FACTS, facts, strict=True)))
+    tuner.tell(codec.reference_action(), reference)
+    return tuner.suggest()
+
+
+def measure_reach(priors: Mapping[str, TransferPrior], groups: Sequence[Group], oracle: Mapping[str, float], *,
+                  widths: Sequence[float] = (0.3, 0.5, 1.0, 2.0), metric: str = "mean", oracle_runs: int = 500,
+                  compute: Compute = Compute()) -> pd.DataFrame:
+    """One row per (group, task, prior, row): the gap closed (0 = the default weights, 1 = the oracle)."""
+    codec = ActionCodec()
+    missing = [f"{t}@{g.seed}" for g in groups for t in g.tasks if f"{t}@{g.seed}:{oracle_runs}:{metric}" not in oracle]
+    if missing:
+        raise AgentError(f"no oracle for {missing[0]} (and {len(missing) - 1} more) in the --oracle caches; compute "
+                         f"it with `scoretune evaluate --scenarios TASK --sim-seed SEED --oracle-only`")
+    pool: dict[tuple[float, ...], int] = {}
+    for prior in priors.values():
+        for a in prior.actions.round(6):
+            pool.setdefault(tuple(float(x) for x in a), len(pool))
+    candidates = tuple(pool)
+    jobs = [_Job(t, g.seed, candidates, metric) for g in groups for t in g.tasks]
+    results = iter(run_tasks(_run, jobs, compute))
+    rows: list[dict[str, object]] = []
+    for g in groups:
+        for task in g.tasks:
+            reference, relative, facts = next(results)
+            best = oracle[f"{task}@{g.seed}:{oracle_runs}:{metric}"]
+            gap = reference - min(best, reference)
+            closed = np.clip((reference - reference * np.asarray(relative)) / gap, 0.0, 1.0) if gap > 0 else \
+                np.zeros(len(relative))
+            add = [("pool", "", float(closed.max()))]
+            for name, prior in priors.items():
+                index = [pool[tuple(float(x) for x in a)] for a in prior.actions.round(6)]
+                each_best = [index[int(i)] for i in np.argmin(prior.relative, axis=0)]
+                add.append(("task match", name, float(closed[each_best].max())))
+                add.append(("learned-default", name, float(closed[pool[_key(prior.learned_default())]])))
+                for width in (None, *widths):
+                    pick = _first_pick(prior, codec, width, facts, reference)
+                    label = "mixture, no facts" if width is None else f"mixture, facts width {width:g}"
+                    add.append((label, name, float(closed[pool[_key(pick)]])))
+            rows += [{"group": g.name, "task": task, "prior": p, "row": r, "gap_closed": v} for r, p, v in add]
+            rows += [{"group": g.name, "task": task, "prior": "", "row": "_candidates", "gap_closed": float(x)}
+                     for x in closed]  # kept only to choose the hindsight lists below
+    frame = pd.DataFrame(rows)
+    return pa.Table.from_pandas(_with_hindsight(frame), schema=SCHEMA, preserve_index=False).to_pandas()
+
+
+def _key(action: np.ndarray) -> tuple[float, ...]:
+    return tuple(float(x) for x in np.asarray(action, dtype=np.float32).round(6))
+
+
+def _with_hindsight(frame: pd.DataFrame) -> pd.DataFrame:
+    """Replace the per-candidate rows by the greedy fixed lists of 1..HINDSIGHT profiles chosen
+    knowing each group (the mean gap closed of the best-so-far over the group's tasks)."""
+    out = [frame[frame["row"] != "_candidates"]]
+    for group, g in frame[frame["row"] == "_candidates"].groupby("group", sort=False):
+        tasks = list(dict.fromkeys(g["task"]))
+        closed = np.stack([g[g["task"] == t]["gap_closed"].to_numpy() for t in tasks], axis=1)  # (candidates, tasks)
+        best = np.zeros(len(tasks))
+        for k in range(1, HINDSIGHT + 1):
+            i = int(np.argmax(np.maximum(best[None, :], closed).mean(axis=1)))
+            best = np.maximum(best, closed[i])
+            out.append(pd.DataFrame({"group": group, "task": tasks, "prior": "", "row": f"hindsight {k}",
+                                     "gap_closed": best}))
+    return pd.concat(out, ignore_index=True)
+
+
+def summary(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(mean gap closed (%) per row and prior x group, the rank correlation over the first-pick
+    variants of the first group's figure with each other group's)."""
+    groups = list(dict.fromkeys(frame["group"]))
+    table = (frame.groupby(["row", "prior", "group"], sort=False)["gap_closed"].mean().mul(100.0)
+             .unstack("group")[groups].reset_index())
+    variants = table[table["row"].str.startswith("mixture") | (table["row"] == "learned-default")]
+    corr = pd.DataFrame([{"chosen on": groups[0], "judged on": g, "variants": len(variants),
+                          "rank correlation": float(variants[groups[0]].rank().corr(variants[g].rank()))}
+                         for g in groups[1:]])
+    return table, corr
+
+
+def load_oracles(paths: Sequence[Path]) -> dict[str, float]:
+    """The evaluations' noise-free oracle caches (``DIR/oracle.json``), merged."""
+    from agent.evaluation.tables import read_oracle_cache
+
+    merged: dict[str, float] = {}
+    for path in paths:
+        merged.update({k: float(v) for k, v in read_oracle_cache(Path(path)).items() if isinstance(v, int | float)})
+    return merged
