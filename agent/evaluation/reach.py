@@ -95,8 +95,9 @@ def measure_reach(priors: Mapping[str, TransferPrior], groups: Sequence[Group], 
     codec = ActionCodec()
     missing = [f"{t}@{g.seed}" for g in groups for t in g.tasks if f"{t}@{g.seed}:{oracle_runs}:{metric}" not in oracle]
     if missing:
-        raise AgentError(f"no oracle for {missing[0]} (and {len(missing) - 1} more) in the --oracle caches; compute "
-                         f"it with `scoretune evaluate --scenarios TASK --sim-seed SEED --oracle-only`")
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise AgentError(f"no oracle for {missing[0]}{more} in the --oracle caches; compute it with "
+                         "`scoretune evaluate --scenarios TASK --sim-seed SEED --oracle-only`")
     pool: dict[tuple[float, ...], int] = {}
     for prior in priors.values():
         for a in prior.actions.round(6):
@@ -168,5 +169,7 @@ def load_oracles(paths: Sequence[Path]) -> dict[str, float]:
 
     merged: dict[str, float] = {}
     for path in paths:
+        if not Path(path).is_file():
+            raise AgentError(f"{path}: no oracle cache here (an evaluation directory's oracle.json)")
         merged.update({k: float(v) for k, v in read_oracle_cache(Path(path)).items() if isinstance(v, int | float)})
     return merged

@@ -66,3 +66,12 @@ def test_a_task_without_an_oracle_is_one_line():
     for bad in ("g=gensmall-0", "g@x=gensmall-0", "g@0=", "@0=a"):
         with pytest.raises(AgentError, match="NAME@SEED"):
             Group.parse(bad)
+
+
+def test_an_oracle_cache_that_is_not_there_is_one_line(tmp_path):
+    from agent.evaluation.reach import load_oracles
+
+    with pytest.raises(AgentError, match=r"none.json: no oracle cache here"):
+        load_oracles([tmp_path / "none.json"])
+    (tmp_path / "oracle.json").write_text('{"gensmall-0@0:500:mean": 0.5, "gensmall-1@0:500:mean": 0.25}')
+    assert load_oracles([tmp_path / "oracle.json"]) == {"gensmall-0@0:500:mean": 0.5, "gensmall-1@0:500:mean": 0.25}
