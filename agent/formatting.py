@@ -1,8 +1,11 @@
-"""The one way scoretune writes a figure with its interval, and text safe in a Markdown cell."""
+"""The one way scoretune writes a figure with its interval, text safe in a Markdown cell, and a
+small table as Markdown."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 def _finite(x: float | None) -> bool:
@@ -26,3 +29,11 @@ def md_cell(text: str) -> str:
     """``text`` safe in a GitHub Markdown table cell: ``|`` escaped (GFM splits cells on every
     unescaped ``|``, even inside a code span), newlines as spaces."""
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], number: str = "{:.1f}") -> str:
+    """A Markdown table: floats written with ``number``, everything else as text, each cell made safe."""
+    lines = ["| " + " | ".join(map(str, columns)) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(md_cell(number.format(v) if isinstance(v, float) else str(v)) for v in row) + " |")
+    return "\n".join(lines)

@@ -24,7 +24,7 @@ def headroom_command(
     on every task of training and evaluation, with each cluster's heterogeneity."""
     from agent.compute import Compute
     from agent.evaluation.headroom import default_groups, measure_headroom, summary
-    from agent.formatting import md_cell
+    from agent.formatting import md_table
     from functions.atomic import write_atomic
 
     if out.exists() and not out.is_dir():
@@ -35,10 +35,7 @@ def headroom_command(
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "headroom.csv", frame.to_csv(index=False, float_format="%.6g"))
     table = summary(frame)
-    cols = list(table.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in table.itertuples(index=False):
-        lines.append("| " + " | ".join(md_cell(f"{v:.1f}" if isinstance(v, float) else str(v)) for v in row) + " |")
+    text = md_table(list(table.columns), table.itertuples(index=False))
     command = "scoretune headroom " + " ".join(argv_tail("headroom"))
-    write_atomic(out / "summary.md", f"Command: `{command}`\n\n" + "\n".join(lines) + "\n")
-    console.print("\n".join(lines))
+    write_atomic(out / "summary.md", f"Command: `{command}`\n\n" + text + "\n")
+    console.print(text)

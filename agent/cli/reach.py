@@ -4,7 +4,6 @@ pick by the reference run's facts gets of it (docs/results/reach)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -12,9 +11,6 @@ from agent.cli.options import argv_tail
 from agent.cli.render import console
 from agent.errors import AgentError
 from agent.tuners.transfer import TRANSFER_PRIOR
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 def reach_command(
@@ -34,6 +30,7 @@ def reach_command(
     against what learned-default and the mixture's facts-chosen first profile get."""
     from agent.compute import Compute
     from agent.evaluation.reach import Group, load_oracles, measure_reach, summary
+    from agent.formatting import md_table
     from agent.tuners.transfer import TransferPrior
     from functions.atomic import write_atomic
 
@@ -51,19 +48,12 @@ def reach_command(
     table, corr = summary(frame)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "reach.csv", frame.to_csv(index=False, float_format="%.6g"))
+    gaps = md_table(list(table.columns), table.itertuples(index=False), "{:.0f}")
+    ranks = md_table(list(corr.columns), corr.itertuples(index=False), "{:.2f}")
     text = (f"Command: `scoretune transfer-reach {' '.join(argv_tail('transfer-reach'))}`\n\n"
-            "Gap closed at the first run (%), the mean over each group's tasks:\n\n"
-            + _markdown(table, "{:.0f}") + "\n\nOver the first-pick variants (learned-default and "
-            "the mixture's first profile for each prior and facts width), the rank correlation of the first group's "
-            "figure with each other group's:\n\n" + _markdown(corr, "{:.2f}") + "\n")
+            f"Gap closed at the first run (%), the mean over each group's tasks:\n\n{gaps}\n\n"
+            "Over the first-pick variants (learned-default and the mixture's first profile for each prior and "
+            f"facts width), the rank correlation of the first group's figure with each other group's:\n\n{ranks}\n")
     write_atomic(out / "summary.md", text)
     console.print(text)
 
-
-def _markdown(frame: pd.DataFrame, number: str) -> str:
-    from agent.formatting import md_cell
-
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(md_cell(number.format(v) if isinstance(v, float) else str(v)) for v in row) + " |")
-    return "\n".join(lines)

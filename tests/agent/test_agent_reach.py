@@ -75,3 +75,20 @@ def test_an_oracle_cache_that_is_not_there_is_one_line(tmp_path):
         load_oracles([tmp_path / "none.json"])
     (tmp_path / "oracle.json").write_text('{"gensmall-0@0:500:mean": 0.5, "gensmall-1@0:500:mean": 0.25}')
     assert load_oracles([tmp_path / "oracle.json"]) == {"gensmall-0@0:500:mean": 0.5, "gensmall-1@0:500:mean": 0.25}
+
+
+def test_the_committed_report_is_its_csv_summarised():
+    """docs/results/reach/summary.md holds the tables :func:`summary` makes of the committed reach.csv."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from agent.formatting import md_table
+
+    here = Path(__file__).resolve().parents[2] / "docs" / "results" / "reach"
+    frame = pd.read_csv(here / "reach.csv", keep_default_na=False, dtype={"gap_closed": float})
+    table, corr = summary(frame)
+    text = (here / "summary.md").read_text()
+    assert md_table(list(table.columns), table.itertuples(index=False), "{:.0f}") in text
+    assert md_table(list(corr.columns), corr.itertuples(index=False), "{:.2f}") in text
+    assert corr["rank correlation"].between(-1, 1).all() and len(table) == 25
