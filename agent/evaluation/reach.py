@@ -31,6 +31,7 @@ import pyarrow as pa
 from agent.actions import ActionCodec
 from agent.compute import Compute, run_tasks
 from agent.errors import AgentError
+from agent.evaluation.transfer_prior import ScoreJob, score_candidates
 from agent.metrics import RUN_FACTS
 from agent.tuners.mixture import TaskMixture
 from agent.tuners.transfer import TransferPrior
@@ -60,26 +61,6 @@ class Group:
         return cls(name, int(seed), names)
 
 
-@dataclass(frozen=True)
-class _Job:
-    task: str
-    seed: int
-    candidates: tuple[tuple[float, ...], ...]
-    metric: str
-
-
-def _run(job: _Job) -> tuple[float, list[float], list[float]]:
-    """The reference latency, every candidate's latency relative to it, the reference run's facts."""
-    from agent.objectives.sim import scenario_objective
-
-    codec = ActionCodec()
-    objective = scenario_objective(job.task, job.seed, job.metric)
-    reference = objective(codec.reference())
-    facts = objective.facts(codec.reference())
-    relative = [objective(codec.decode(np.asarray(a, dtype=np.float32))) / reference for a in job.candidates]
-    return reference, relative, [float(facts[k]) for k in RUN_FACTS]
-
-
 def _first_pick(prior: TransferPrior, codec: ActionCodec, width: float | None, facts: Sequence[float],
                 reference: float) -> np.ndarray:
     tuner = TaskMixture(prior, codec, width=width)
@@ -100,22 +81,24 @@ def measure_reach(priors: Mapping[str, TransferPrior], groups: Sequence[Group], 
                          "`scoretune evaluate --scenarios TASK --sim-seed SEED --oracle-only`")
     pool: dict[tuple[float, ...], int] = {}
     for prior in priors.values():
-        for a in prior.actions.round(6):
-            pool.setdefault(tuple(float(x) for x in a), len(pool))
-    candidates = tuple(pool)
-    jobs = [_Job(t, g.seed, candidates, metric) for g in groups for t in g.tasks]
-    results = iter(run_tasks(_run, jobs, compute))
+        for a in prior.actions:
+            pool.setdefault(_key(a), len(pool))
+    jobs = [ScoreJob(t, tuple(pool), g.seed, metric) for g in groups for t in g.tasks]
+    results = iter(run_tasks(score_candidates, jobs, compute))
     rows: list[dict[str, object]] = []
+    hindsight: list[dict[str, object]] = []  # after every group's first picks, as the report lists them
     for g in groups:
+        closed_all = []
         for task in g.tasks:
-            reference, relative, facts = next(results)
+            relative, facts, reference = next(results)
             best = oracle[f"{task}@{g.seed}:{oracle_runs}:{metric}"]
             gap = reference - min(best, reference)
             closed = np.clip((reference - reference * np.asarray(relative)) / gap, 0.0, 1.0) if gap > 0 else \
                 np.zeros(len(relative))
+            closed_all.append(closed)
             add = [("pool", "", float(closed.max()))]
             for name, prior in priors.items():
-                index = [pool[tuple(float(x) for x in a)] for a in prior.actions.round(6)]
+                index = [pool[_key(a)] for a in prior.actions]
                 each_best = [index[int(i)] for i in np.argmin(prior.relative, axis=0)]
                 add.append(("task match", name, float(closed[each_best].max())))
                 add.append(("learned-default", name, float(closed[pool[_key(prior.learned_default())]])))
@@ -124,30 +107,26 @@ def measure_reach(priors: Mapping[str, TransferPrior], groups: Sequence[Group], 
                     label = "mixture, no facts" if width is None else f"mixture, facts width {width:g}"
                     add.append((label, name, float(closed[pool[_key(pick)]])))
             rows += [{"group": g.name, "task": task, "prior": p, "row": r, "gap_closed": v} for r, p, v in add]
-            rows += [{"group": g.name, "task": task, "prior": "", "row": "_candidates", "gap_closed": float(x)}
-                     for x in closed]  # kept only to choose the hindsight lists below
-    frame = pd.DataFrame(rows)
-    return pa.Table.from_pandas(_with_hindsight(frame), schema=SCHEMA, preserve_index=False).to_pandas()
+        for k, best_so_far in enumerate(_hindsight(np.stack(closed_all, axis=1)), start=1):
+            hindsight += [{"group": g.name, "task": t, "prior": "", "row": f"hindsight {k}", "gap_closed": float(v)}
+                          for t, v in zip(g.tasks, best_so_far, strict=True)]
+    return pa.Table.from_pylist(rows + hindsight, schema=SCHEMA).to_pandas()
 
 
 def _key(action: np.ndarray) -> tuple[float, ...]:
     return tuple(float(x) for x in np.asarray(action, dtype=np.float32).round(6))
 
 
-def _with_hindsight(frame: pd.DataFrame) -> pd.DataFrame:
-    """Replace the per-candidate rows by the greedy fixed lists of 1..HINDSIGHT profiles chosen
-    knowing each group (the mean gap closed of the best-so-far over the group's tasks)."""
-    out = [frame[frame["row"] != "_candidates"]]
-    for group, g in frame[frame["row"] == "_candidates"].groupby("group", sort=False):
-        tasks = list(dict.fromkeys(g["task"]))
-        closed = np.stack([g[g["task"] == t]["gap_closed"].to_numpy() for t in tasks], axis=1)  # (candidates, tasks)
-        best = np.zeros(len(tasks))
-        for k in range(1, HINDSIGHT + 1):
-            i = int(np.argmax(np.maximum(best[None, :], closed).mean(axis=1)))
-            best = np.maximum(best, closed[i])
-            out.append(pd.DataFrame({"group": group, "task": tasks, "prior": "", "row": f"hindsight {k}",
-                                     "gap_closed": best}))
-    return pd.concat(out, ignore_index=True)
+def _hindsight(closed: np.ndarray) -> list[np.ndarray]:
+    """Per task, the best-so-far gap closed of the greedy fixed lists of 1..HINDSIGHT profiles
+    chosen knowing the group (``closed``: candidates x tasks): each next profile raises most the
+    group's mean."""
+    best = np.zeros(closed.shape[1])
+    lists = []
+    for _ in range(HINDSIGHT):
+        best = np.maximum(best, closed[int(np.argmax(np.maximum(best[None, :], closed).mean(axis=1)))])
+        lists.append(best)
+    return lists
 
 
 def summary(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -31,9 +31,13 @@ class _Search:
 
 
 @dataclass(frozen=True)
-class _Score:
+class ScoreJob:
+    """Every candidate of ``actions`` on one task at one simulator seed."""
+
     task: str
     actions: tuple[tuple[float, ...], ...]
+    seed: int = 0
+    metric: str = "mean"
 
 
 def _search(job: _Search) -> list[list[float]]:
@@ -45,17 +49,17 @@ def _search(job: _Search) -> list[list[float]]:
     return [codec.encode(s).astype(float).round(6).tolist() for s in best]
 
 
-def _score(job: _Score) -> tuple[list[float], list[float]]:
-    """Every candidate's latency relative to the default weights' on the task, and the facts of
-    the default weights' run there."""
+def score_candidates(job: ScoreJob) -> tuple[list[float], list[float], float]:
+    """Every candidate's latency relative to the default weights' on the task, the facts of the
+    default weights' run there, and that run's latency (the prior's column; agent.evaluation.reach)."""
     from agent.objectives.sim import scenario_objective
 
     codec = ActionCodec()
-    objective = scenario_objective(job.task, 0)
+    objective = scenario_objective(job.task, job.seed, job.metric)
     reference = objective(codec.reference())
     facts = objective.facts(codec.reference())
     return ([objective(codec.decode(np.asarray(a, dtype=np.float32))) / reference for a in job.actions],
-            [float(facts[k]) for k in RUN_FACTS])
+            [float(facts[k]) for k in RUN_FACTS], reference)
 
 
 def training_tasks(generated: int, small: int = 0) -> list[str]:
@@ -77,8 +81,8 @@ def build_prior(tasks: Sequence[str], *, runs: int = 60, top: int = 5, compute: 
         for a in actions:
             pool.setdefault(tuple(a), None)
     candidates = tuple(pool)
-    scored = run_tasks(_score, [_Score(t, candidates) for t in tasks], compute)
+    scored = run_tasks(score_candidates, [ScoreJob(t, candidates) for t in tasks], compute)
     return TransferPrior(np.asarray(candidates, dtype=np.float32),
-                         np.asarray([column for column, _ in scored], dtype=np.float64).T,
+                         np.asarray([column for column, _, _ in scored], dtype=np.float64).T,
                          list(tasks), {"runs": runs, "top": top, "command": command, **provenance()},
-                         np.asarray([facts for _, facts in scored], dtype=np.float64))
+                         np.asarray([facts for _, facts, _ in scored], dtype=np.float64))
