@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from loadgen.errors import InputError
+from loadgen.where import where_time_went
 from loadgen.workload import atomic_write
 
 STATUSES = ("ok", "error", "timeout")
@@ -193,6 +194,7 @@ def write_run(
                         directory / "requests.parquet")
     _atomic_write_table(_to_table(placements, PLACEMENTS_SCHEMA, "placements table"), directory / "placements.parquet")
     summary = summarize(requests)
+    summary["where"] = where_time_went(requests, placements)
     summary.update(info or {})
     summary["failed"] = bool(failed)
     if failure:

@@ -136,6 +136,9 @@ def evaluate_command(
                                     "the mean over (never drawn by a measurement)."),
     noise_scale: float = typer.Option(1.0, min=0.0, max=100.0, help="noisy: multiply the calibrated spread by this "
                                       "(a sensitivity analysis: 0.5 = a lab half as noisy)."),
+    mismatch: str = typer.Option("none", help="The truth's perturbations no twin has (testbed/sim/mismatch.py): none, "
+                                 "mild, default, severe: hidden node speeds, pull bandwidths and work, interference of "
+                                 "busy pods, a load-dependent slowdown, zone latency (docs/twin.md)."),
 ) -> None:
     """Run every method on every scenario and write the results table, budget table and plots."""
     from agent.evaluation.protocol import Protocol, evaluate
@@ -160,10 +163,10 @@ def evaluate_command(
 
         model = load_noise_model(noise, metric.value).scaled(noise_scale)
         p = Protocol(steps=steps, budgets=tuple(_int_list(budgets, "--budgets")), noise=model.to_dict(),
-                     truth_seeds=truth_seeds, oracle_runs=oracle_runs, metric=metric.value)
+                     truth_seeds=truth_seeds, oracle_runs=oracle_runs, metric=metric.value, mismatch=mismatch)
     else:
         p = Protocol(steps=steps, oracle_runs=oracle_runs, metric=metric.value,
-                     sim_seed=None if sim_seed < 0 else sim_seed)
+                     sim_seed=None if sim_seed < 0 else sim_seed, mismatch=mismatch)
     config = {"split": split, "command": "scoretune evaluate " + " ".join(argv_tail("evaluate"))}
     if noisy:
         config["noise_source"] = str(noise)

@@ -104,3 +104,20 @@ def terminal_table(table: Any, best_baseline: str | None, *, exact: bool = True)
                     escape(cell(r, "steps_to_90", pct=True).lstrip("+") if exact else cell(r, "claimed_pct", pct=True)))
     return out
 
+
+
+def print_where(out: Path, summary: dict[str, Any]) -> None:
+    """Where the time went, per node, in the reference run and in the best step's first run
+    (``scoretune report RUN_DIR`` prints it for any run)."""
+    from agent.loop.log import read_log, step_where
+    from loadgen.where import where_table_lines
+
+    records = {r.step: r for r in read_log(out)}
+    for title, step in (("reference", 0), ("best", summary.get("best_step"))):
+        record = records.get(step) if step is not None else None
+        where = step_where(out, record) if record is not None else None
+        if not where or (title == "best" and step == 0):
+            continue
+        console.print(f"where the time went, {title} (step {step}):")
+        for line in where_table_lines(where):
+            console.print(line, markup=False, highlight=False)

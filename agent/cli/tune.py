@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from agent.cli.options import dataclass_command, finite, given_options, opt
-from agent.cli.render import console, print_summary, progress_bar, step_lines
+from agent.cli.render import console, print_summary, print_where, progress_bar, step_lines
 from agent.errors import AgentError
 from agent.loop.backends import Backend
 from agent.metrics import Metric
@@ -251,6 +251,7 @@ def _tune(args: TuneArgs, ctx: typer.Context) -> None:
     from agent.loop.backends import KubeOptions, embedded_default_backend, make_backend, resolve_workload
     from agent.loop.config import CONFIG_NAME, ExperimentConfig
     from agent.objectives.sim import workload_context
+    from agent.objectives.view import user_view
     from agent.tuners.factory import make_tuner
     from testbed.cluster import load_cluster
 
@@ -276,11 +277,18 @@ def _tune(args: TuneArgs, ctx: typer.Context) -> None:
     if not cluster_name and config.backend != "kube":
         raise AgentError("--cluster is required for this workload (it names no cluster)")
     spec = load_cluster(cluster_name) if cluster_name else None
-    # the tuner first: a broken policy file fails before a lab starts
+    # the tuner first: a broken policy file fails before a lab starts (the twin of a live cluster
+    # without a spec is built from its Node objects, so that one waits for the backend)
     context_facts = workload_context(spec, wl) if spec is not None else {}
-    tuner = make_tuner(config.method, ActionCodec(), seed=config.seed,
-                       policy=Path(config.policy) if config.policy else None, steps=config.steps,
-                       context=context_facts)
+    live_twin = config.method == "twin" and spec is None
+
+    def build(cluster: Any) -> Any:
+        return make_tuner(config.method, ActionCodec(), seed=config.seed,
+                          policy=Path(config.policy) if config.policy else None, steps=config.steps,
+                          context=context_facts,
+                          view=user_view(cluster, wl, config.metric) if cluster is not None else None)
+
+    tuner = None if live_twin else build(spec)
     if config.backend == "auto":
         be, chosen = embedded_default_backend(seed=config.seed)
         config = dataclasses.replace(config, backend=chosen, cluster=cluster_name)
@@ -288,7 +296,23 @@ def _tune(args: TuneArgs, ctx: typer.Context) -> None:
         be = make_backend(config.backend, spec, seed=config.seed, kube=KubeOptions(**config.backend_options)
                           if config.backend_options else None)
         config = dataclasses.replace(config, cluster=cluster_name or "")
+    if tuner is None:
+        tuner = build(_live_cluster(be, out))
     _run_experiment(config, be, wl, tuner, out, resume=args.resume is not None)
+
+
+def _live_cluster(be: Any, out: Path) -> Any:
+    """The cluster as the live API shows it (the kube backend's Node objects through the importer),
+    what the twin of a cluster without a spec starts from; ``out/cluster-view/`` keeps the objects."""
+    snapshot = getattr(be, "snapshot_cluster", None)
+    if not callable(snapshot):
+        be.close()
+        raise AgentError("method 'twin' needs the cluster: --cluster SPEC, or the kube backend's live nodes")
+    try:
+        return snapshot(out / "cluster-view")
+    except BaseException:
+        be.close()
+        raise
 
 
 def _run_experiment(config: Any, be: Any, wl: Any, tuner: Any, out: Path, *, resume: bool) -> None:
@@ -320,6 +344,7 @@ def _run_experiment(config: Any, be: Any, wl: Any, tuner: Any, out: Path, *, res
     finally:
         be.close()
     print_summary(summary, out)
+    print_where(out, summary)
 
 
 tune_command = dataclass_command(

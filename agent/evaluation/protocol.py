@@ -47,6 +47,7 @@ from agent.evaluation.tables import make_out_dir, read_oracle_cache, read_result
 from agent.objectives.protocol import Objective
 from agent.provenance import provenance
 from agent.tuners.applied import applied_setting, measured
+from agent.tuners.drive import wants_where
 from agent.tuners.factory import is_method, make_tuner
 from functions.atomic import write_atomic
 
@@ -71,6 +72,8 @@ class Protocol:
     metric: str = "mean"
     sim_seed: int | None = None
     """Noise-free: the simulator's seed of every objective (None: the seed ``i``)."""
+    mismatch: str = "none"
+    """The truth's perturbations no twin has (testbed.sim.mismatch): none, mild, default, severe."""
 
     @property
     def exact(self) -> bool:
@@ -94,7 +97,9 @@ class Protocol:
         if not self.exact and self.sim_seed is not None:
             raise AgentError("--sim-seed fixes the simulator's seed, which the noisy protocol draws afresh for every run")
         from agent.metrics import METRICS
+        from testbed.sim.mismatch import level
 
+        level(self.mismatch)  # an unknown level is one line naming it
         if self.metric not in METRICS:
             raise AgentError(f"unknown metric {self.metric!r}; valid: {list(METRICS)}")
 
@@ -125,6 +130,22 @@ class World:
     oracle_cache: Any
     context: Mapping[str, float] = field(default_factory=dict)
     noise: Mapping[str, float] = field(default_factory=lambda: {"noise_cv": 0.0, "lab_cv": 0.0, "seed_cv": 0.0})
+    view: Any = None
+    """What a tuner may know before its first run (agent.objectives.view.UserView); built from the
+    scenario as written, never from its perturbed truth."""
+
+
+def task_truth(p: Protocol, scenario: str, objective: Any, seed: int) -> Any:
+    """The perturbed truth of ``scenario``'s task ``seed`` at the protocol's mismatch level (None:
+    none): drawn from the scenario's name and the seed, so it is fixed before any method runs."""
+    if p.mismatch == "none":
+        return None
+    import zlib
+
+    from testbed.sim.backend import suite_specs
+    from testbed.sim.mismatch import level, perturb
+
+    return perturb(objective.cluster, suite_specs(), level(p.mismatch), zlib.crc32(scenario.encode()) + int(seed))
 
 
 def _objective_seed(p: Protocol, seed: int) -> int:
@@ -133,25 +154,32 @@ def _objective_seed(p: Protocol, seed: int) -> int:
 
 
 def _exact_world(task: Task, seed: int, factory: ObjectiveFactory, codec: ActionCodec) -> World:
+    from agent.objectives.view import objective_view
+
     p = task.protocol
     objective = factory(task.scenario, _objective_seed(task.protocol, seed), p.metric)
+    view = objective_view(objective)
+    objective.truth = task_truth(p, task.scenario, objective, _objective_seed(p, seed))
     if task.oracle_known is not None:
         oracle = float(task.oracle_known)
     elif p.oracle_runs > 0:
         oracle = min(oracle_runs(objective, codec, p.oracle_runs, _objective_seed(task.protocol, seed))[1])
     else:
         oracle = math.inf
-    return World(lambda s, b: objective, objective, oracle, oracle, dict(objective.context()))
+    return World(lambda s, b: objective, objective, oracle, oracle, dict(objective.context()), view=view)
 
 
 def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> World:
     from agent.objectives.noise import NoisyObjective, Truth, extra_cv
     from agent.objectives.sim import workload_context
+    from agent.objectives.view import objective_view
     from testbed.local.noise import NoiseModel
 
     p = task.protocol
     base = factory(task.scenario, 0, p.metric)
-    truth = Truth(base.cluster, base.workload, metric=p.metric, seeds=p.truth_seeds)
+    perturbed = task_truth(p, task.scenario, base, 0)
+    base.truth = perturbed
+    truth = Truth(base.cluster, base.workload, metric=p.metric, seeds=p.truth_seeds, truth=perturbed)
     seed_cv = truth.seed_cv(codec.reference())
     lab_cv = NoiseModel.from_dict(p.noise, metric=p.metric).cv(float(len(base.workload)), float(base.workload.duration_s))
     noise_cv = extra_cv(lab_cv, seed_cv)
@@ -164,10 +192,10 @@ def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> W
 
     def measurement(seed: int, budget: int) -> Objective:
         return NoisyObjective(base.cluster, base.workload, noise_cv=noise_cv, rng_seed=seed * 1009 + budget,
-                              metric=p.metric, name=f"{task.scenario}~noisy", context=context)
+                              metric=p.metric, name=f"{task.scenario}~noisy", context=context, truth=perturbed)
 
     return World(measurement, truth, oracle, [codec.encode(s).tolist() for s in top], context,
-                 {"noise_cv": noise_cv, "lab_cv": lab_cv, "seed_cv": seed_cv})
+                 {"noise_cv": noise_cv, "lab_cv": lab_cv, "seed_cv": seed_cv}, view=objective_view(base))
 
 
 def _worlds(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> Iterator[tuple[tuple[int, ...], World]]:
@@ -195,8 +223,11 @@ def run_task(task: Task, factory: ObjectiveFactory | None = None) -> dict[str, A
             for budget in task.protocol.all_budgets():
                 for method in task.methods:
                     tuner = make_tuner(method, codec, seed=seed, policies=task.policies, steps=budget,
-                                       context=world.context, prior=Path(task.prior) if task.prior else None)
+                                       context=world.context, prior=Path(task.prior) if task.prior else None,
+                                       view=world.view)
                     objective = world.measurement(seed, budget)
+                    if wants_where(tuner) and hasattr(objective, "collect_where"):
+                        objective.collect_where = True
                     settings, values = run_experiment(tuner, objective, budget, getattr(tuner, "codec", codec))
                     applied = applied_setting(tuner, settings, values)
                     table = measured(settings, values)
@@ -213,9 +244,10 @@ def run_task(task: Task, factory: ObjectiveFactory | None = None) -> dict[str, A
 
 
 def _oracle_key(p: Protocol, scenario: str, objective_seed: int) -> str:
+    world = "" if p.mismatch == "none" else f":mismatch-{p.mismatch}"
     if p.exact:
-        return f"{scenario}@{objective_seed}:{p.oracle_runs}:{p.metric}"
-    return f"{scenario}:{p.oracle_runs}:{p.metric}"
+        return f"{scenario}@{objective_seed}:{p.oracle_runs}:{p.metric}{world}"
+    return f"{scenario}:{p.oracle_runs}:{p.metric}{world}"
 
 
 def oracle_cache_path(out_dir: Path, p: Protocol) -> Path:
@@ -312,7 +344,8 @@ def evaluate(
     meta: dict[str, Any] = {
         "protocol": "noise-free" if p.exact else "noisy", "scenarios": list(scenarios), "seeds": seeds,
         "seed_offset": seed_offset, "methods": list(all_methods), "policies": policies, "steps": p.steps,
-        "oracle_runs": p.oracle_runs, "metric": p.metric, "best_baseline": frame.attrs.get("best_baseline"),
+        "oracle_runs": p.oracle_runs, "metric": p.metric, "mismatch": p.mismatch,
+        "best_baseline": frame.attrs.get("best_baseline"),
         "config": dict(config or {}), "provenance": provenance(),
     }
     if prior is not None:

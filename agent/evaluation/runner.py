@@ -9,7 +9,7 @@ from __future__ import annotations
 from agent.actions import ActionCodec, WeightSetting
 from agent.objectives.protocol import Objective
 from agent.tuners.applied import measured
-from agent.tuners.drive import Measured, drive
+from agent.tuners.drive import Measured, drive, wants_where
 from agent.tuners.protocol import Tuner
 from agent.tuners.search import OptunaTuner
 
@@ -25,11 +25,14 @@ def run_experiment(tuner: Tuner, objective: Objective, steps: int, codec: Action
     settings: list[WeightSetting] = []
 
     facts = getattr(objective, "facts", None)
+    where = getattr(objective, "where", None) if wants_where(tuner) else None
 
     def measure(step: int, action) -> float | Measured:
         settings.append(codec.decode(action))
         metric = float(objective(settings[-1]))
-        return Measured(metric, facts(settings[-1])) if callable(facts) else metric
+        if not callable(facts):
+            return metric
+        return Measured(metric, facts(settings[-1]), where(settings[-1]) if callable(where) else None)
 
     history = drive(tuner, codec, steps, measure)
     return settings, [metric for _, metric in history]

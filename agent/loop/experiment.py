@@ -3,9 +3,8 @@
 Each step applies a profile, replays the workload and measures latency; the tuner is driven by
 :func:`agent.tuners.drive.drive`, the loop the in-memory evaluation runs too. Resume
 (``resume=True``) reads ``config.json`` and the log, hands the logged steps to the loop as told
-(one ``suggest`` and one ``tell`` each, so the tuner's state is rebuilt exactly), and continues
-with the first step that is not in the log; a step interrupted half-way is rerun from scratch. No
-finished step is repeated and none is lost.
+(one ``suggest`` and one ``tell`` each, so the tuner's state is rebuilt exactly), and continues with
+the first step not in the log; a step interrupted half-way is rerun; no finished step is repeated or lost.
 
 Noise: each step runs its profile ``repeats`` times. With ``repeats > 1`` every candidate run is
 paired with a reference run made right before it (same seed), and the step's improvement is a
@@ -47,7 +46,7 @@ from agent.loop.config import (
     ExperimentConfig,
     resume_conflicts,
 )
-from agent.loop.log import StepRecord, append_record, read_log, repair_log
+from agent.loop.log import StepRecord, append_record, read_log, repair_log, step_where
 from agent.loop.report import plot_tuning_curve, summary_markdown, time_spent
 from agent.metrics import mean_facts, metric_from_requests, run_facts, run_timeout_s
 from agent.provenance import provenance
@@ -62,7 +61,7 @@ from agent.stats import (
     welch_improvement,
 )
 from agent.tuners.applied import applied_setting, measured
-from agent.tuners.drive import Measured, drive
+from agent.tuners.drive import Measured, drive, wants_where
 from agent.tuners.protocol import Tuner
 from functions.atomic import write_atomic
 from testbed.errors import LabFault
@@ -262,6 +261,9 @@ class Experiment:
                     "applied" if self._applied is not None else "reference", record.get("state"))
 
     def _loop(self) -> dict[str, Any]:
+        reads = wants_where(self.tuner)  # the twin refits on each step's per-node breakdown
+        where = lambda rec: step_where(self.out_dir, rec) if reads else None  # noqa: E731
+
         def measure(step: int, action: np.ndarray) -> Measured:
             record = self._run_step(step, np.asarray(action, dtype=np.float32))
             append_record(self.out_dir, record)
@@ -270,10 +272,10 @@ class Experiment:
                       record.improvement_pct)
             if self.on_step:
                 self.on_step(record, self.records)
-            return Measured(record.metric, record.facts)
+            return Measured(record.metric, record.facts, where(record))
 
         drive(self.tuner, self.codec, self.config.steps, measure,
-              told=[(rec.action, Measured(rec.metric, rec.facts)) for rec in self.records])
+              told=[(rec.action, Measured(rec.metric, rec.facts, where(rec))) for rec in self.records])
         return self.finish()
 
     def _confirm(self, best: StepRecord) -> dict[str, Any]:

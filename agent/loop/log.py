@@ -187,3 +187,17 @@ def append_record(out_dir: Path, record: StepRecord) -> None:
         os.fsync(f.fileno())
     fsync_dir(out_dir)
 
+
+
+def step_where(out_dir: Path, record: StepRecord) -> dict[str, Any] | None:
+    """The per-node breakdown (``loadgen.where``) of a step's first candidate run, from its
+    summary.json; None when the run has none (a resume replays it from the same files)."""
+    for rel in record.run_dirs:
+        if Path(rel).name.startswith("cand-"):
+            try:
+                summary = json.loads((out_dir / rel / "summary.json").read_text())
+            except (OSError, ValueError):
+                return None
+            where = summary.get("where") if isinstance(summary, dict) else None
+            return where if isinstance(where, dict) else None
+    return None

@@ -29,7 +29,8 @@ import numpy as np
 
 from agent.actions import WeightSetting
 from agent.errors import AgentError
-from agent.objectives.sim import sim_metric, sim_run
+from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_summary, run_facts
+from agent.objectives.sim import sim_run, sim_summary
 
 TRUTH_SEED_BASE = 3_000_000_000
 """Truth seeds are ``TRUTH_SEED_BASE + k``; measurement seeds are drawn below it."""
@@ -56,7 +57,7 @@ class NoisyObjective:
     exactly; nothing is memoised (a profile measured twice gives two values)."""
 
     def __init__(self, cluster: Any, workload: Any, *, noise_cv: float, rng_seed: int, metric: str = "mean",
-                 name: str = "", context: Mapping[str, float] | None = None) -> None:
+                 name: str = "", context: Mapping[str, float] | None = None, truth: Any = None) -> None:
         if not (math.isfinite(noise_cv) and noise_cv >= 0):
             raise AgentError(f"noise_cv must be finite and >= 0, got {noise_cv!r}")
         self.cluster = cluster
@@ -71,14 +72,28 @@ class NoisyObjective:
         self.seeds: list[int] = []
         """The simulator seed of every run (for the test that they never touch the truth's)."""
         self._facts: dict[str, dict[str, float]] = {}
+        self.truth = truth
+        """testbed.sim.mismatch.Truth run in place of ``cluster`` (None: the spec as written)."""
+        self.collect_where = False
+        """Keep each run's per-node breakdown (set by the evaluation for a tuner that reads it)."""
+        self._where: dict[str, dict[str, Any]] = {}
 
     def __call__(self, setting: WeightSetting) -> float:
         seed = int(self._rng.integers(MEASUREMENT_SEEDS))
         error = math.exp(self._sigma * float(self._rng.standard_normal()) - 0.5 * self._sigma**2)
         self.seeds.append(seed)
         self.runs += 1
-        value, self._facts[setting.label()] = sim_run(self.cluster, self.workload, setting, seed, self.metric)
+        summary = sim_summary(self.cluster, self.workload, setting, seed, truth=self.truth, where=self.collect_where)
+        timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
+        value = max(metric_from_summary(summary, self.metric, timeout), 1e-6)
+        self._facts[setting.label()] = run_facts(summary)
+        if self.collect_where:
+            self._where[setting.label()] = summary["where"]
         return value * error
+
+    def where(self, setting: WeightSetting) -> Mapping[str, Any]:
+        """The per-node breakdown of ``setting``'s last run (with ``collect_where``), else empty."""
+        return self._where.get(setting.label(), {})
 
     def facts(self, setting: WeightSetting) -> Mapping[str, float]:
         """The facts of ``setting``'s last run (measured, like the metric, with that run's seed);
@@ -93,7 +108,8 @@ class Truth:
     """The true metric of a profile: its mean over the truth seeds, memoised by profile. Held by the
     evaluation, never handed to a tuner."""
 
-    def __init__(self, cluster: Any, workload: Any, *, metric: str = "mean", seeds: int = TRUTH_SEEDS) -> None:
+    def __init__(self, cluster: Any, workload: Any, *, metric: str = "mean", seeds: int = TRUTH_SEEDS,
+                 truth: Any = None) -> None:
         if seeds < 2:
             raise AgentError(f"the truth needs >= 2 seeds, got {seeds}")
         self.cluster = cluster
@@ -101,12 +117,15 @@ class Truth:
         self.metric = metric
         self.seeds = [TRUTH_SEED_BASE + k for k in range(int(seeds))]
         self._cache: dict[str, np.ndarray] = {}
+        self.truth = truth
+        """testbed.sim.mismatch.Truth run in place of ``cluster`` (None: the spec as written)."""
 
     def samples(self, setting: WeightSetting) -> np.ndarray:
         key = setting.label()
         hit = self._cache.get(key)
         if hit is None:
-            hit = np.array([sim_metric(self.cluster, self.workload, setting, s, self.metric) for s in self.seeds])
+            hit = np.array([sim_run(self.cluster, self.workload, setting, s, self.metric, truth=self.truth)[0]
+                            for s in self.seeds])
             self._cache[key] = hit
         return hit
 

@@ -72,14 +72,25 @@ def _materialised(name: str) -> tuple[Any, Any, Any]:
     return scenario, cluster, workload
 
 
-def sim_run(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str) -> tuple[float, dict[str, float]]:
+def sim_run(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str, *, truth: Any = None
+            ) -> tuple[float, dict[str, float]]:
     """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0) and the
-    run's facts (agent.metrics.run_facts)."""
-    from testbed.sim import evaluate
-
-    summary = evaluate(cluster, workload, setting.to_profile(), seed=int(seed))
+    run's facts (agent.metrics.run_facts). ``truth`` (testbed.sim.mismatch.Truth) runs the
+    perturbed cluster in place of ``cluster``."""
+    summary = sim_summary(cluster, workload, setting, seed, truth=truth)
     timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
     return max(metric_from_summary(summary, metric, timeout), 1e-6), run_facts(summary)
+
+
+def sim_summary(cluster: Any, workload: Any, setting: WeightSetting, seed: int, *, truth: Any = None,
+                where: bool = False) -> dict[str, Any]:
+    """The simulator's summary of one run (with the per-node breakdown when ``where``)."""
+    from testbed.sim import evaluate
+
+    if truth is None:
+        return evaluate(cluster, workload, setting.to_profile(), seed=int(seed), where=where)
+    return evaluate(truth.cluster, workload, setting.to_profile(), seed=int(seed), functions=truth.functions,
+                    config=truth.config, where=where)
 
 
 def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str) -> float:
@@ -90,23 +101,37 @@ def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, m
 class SimObjective:
     """A cluster and a workload on the simulator with one seed; lower is better (seconds)."""
 
-    def __init__(self, cluster: Any, workload: Any, seed: int = 0, metric: str = "mean", *, name: str | None = None) -> None:
+    def __init__(self, cluster: Any, workload: Any, seed: int = 0, metric: str = "mean", *, name: str | None = None,
+                 truth: Any = None) -> None:
         self.cluster = cluster
+        """The cluster as its spec says (what a user's view is built from: agent.objectives.view)."""
         self.workload = workload
         self.seed = int(seed)
         self.metric = metric
+        self.truth = truth
+        """testbed.sim.mismatch.Truth: what runs in place of ``cluster`` (None: the spec as written)."""
         self.name = name or f"{getattr(cluster, 'name', 'cluster')}/{workload.name}@{seed}"
         self._cache: dict[str, tuple[float, dict[str, float]]] = {}
+        self._where: dict[str, dict[str, Any]] = {}
         self.runs = 0
 
     def _run(self, setting: WeightSetting) -> tuple[float, dict[str, float]]:
         key = setting.label()
         hit = self._cache.get(key)
         if hit is None:
-            hit = sim_run(self.cluster, self.workload, setting, self.seed, self.metric)
+            hit = sim_run(self.cluster, self.workload, setting, self.seed, self.metric, truth=self.truth)
             self.runs += 1
             self._cache[key] = hit
         return hit
+
+    def where(self, setting: WeightSetting) -> dict[str, Any]:
+        """The per-node breakdown of ``setting``'s run (loadgen.where): the same deterministic run,
+        computed only for a tuner that reads it."""
+        key = setting.label()
+        if key not in self._where:
+            self._where[key] = sim_summary(self.cluster, self.workload, setting, self.seed, truth=self.truth,
+                                           where=True)["where"]
+        return self._where[key]
 
     def __call__(self, setting: WeightSetting) -> float:
         return self._run(setting)[0]

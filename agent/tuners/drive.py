@@ -10,13 +10,15 @@ one ``tell`` with the logged action and metric, never a new measurement.
 A measurement may say more than its metric: a :class:`Measured` carries the run's facts
 (agent.metrics.RUN_FACTS: cold starts, failures, the tail's shape). A tuner that reads them has an
 ``observe(facts)`` method, called just before the ``tell`` of that run; every other tuner sees only
-the metric. Replayed steps carry their logged facts the same way.
+the metric. Replayed steps carry their logged facts the same way. A measurement may also carry the
+run's per-node breakdown (``where``, loadgen.where) for a tuner with ``observe_where`` (the twin).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +32,8 @@ class Measured:
 
     metric: float
     facts: Mapping[str, float] = field(default_factory=dict)
+    where: Mapping[str, Any] | None = None
+    """The run's per-node breakdown (``loadgen.where``), for a tuner with ``observe_where``."""
 
 
 Measure = Callable[[int, np.ndarray], "float | Measured"]
@@ -45,9 +49,17 @@ def observe(tuner: object, facts: Mapping[str, float] | None) -> None:
         method(facts)
 
 
+def wants_where(tuner: object) -> bool:
+    """Whether ``tuner`` reads a run's per-node breakdown (a measurement may skip computing it)."""
+    return callable(getattr(tuner, "observe_where", None))
+
+
 def _tell(tuner: Tuner, action: np.ndarray, result: float | Measured) -> float:
     metric, facts = (result.metric, result.facts) if isinstance(result, Measured) else (result, None)
     observe(tuner, facts)
+    where = result.where if isinstance(result, Measured) else None
+    if where and wants_where(tuner):
+        tuner.observe_where(where)  # type: ignore[attr-defined]
     tuner.tell(action, float(metric))
     return float(metric)
 

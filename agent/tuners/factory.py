@@ -4,6 +4,7 @@ The grammar of a method name:
 
 - a baseline: ``default``, ``equal``, ``random``, ``tpe``, ``gp``, ``cmaes``, ``hill``, ``gp-noisy``;
   or one that uses the training tasks: ``learned-default``, ``ws-cmaes``, ``gp-warm`` (agent.tuners.transfer);
+- the model-based tuner ``twin`` (agent.tuners.twin: searches this cluster's fitted twin);
 - the learned transfer tuner ``task-mixture`` (agent.tuners.mixture: the validated mixture for its
   first runs, then GP-BO); the mixture alone as ``task-mixture:sigmaX`` with its mismatch ``sigma``
   set to X, ``...:widthY`` with its facts kernel's width Y, ``...:nofacts`` blind
@@ -27,8 +28,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+import numpy as np
+
 from agent.actions import ActionCodec
 from agent.errors import AgentError
+from agent.objectives.view import UserView
 from agent.tuners.handover import HandOver, split_handover
 from agent.tuners.noise import NoisyGP, Reeval, split_rule
 from agent.tuners.protocol import Tuner
@@ -37,8 +41,9 @@ from agent.tuners.search import FixedTuner, HillClimber, OptunaTuner, RandomTune
 BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill")
 TRANSFER_BASELINES = ("learned-default", "ws-cmaes", "gp-warm")
 """Baselines that use the training tasks (agent.tuners.transfer): a learned tuner must beat these too."""
-LEARNED = ("task-mixture",)
-"""Learned tuners that are not policies (agent.tuners.mixture)."""
+LEARNED = ("task-mixture", "twin")
+"""Learned tuners that are not policies: agent.tuners.mixture, and the model-based tuner
+agent.tuners.twin (it learns this cluster's twin from its runs; needs the user's view)."""
 METHODS = (*BASELINES, *TRANSFER_BASELINES, *LEARNED, "policy", "policy-sample")
 """What ``scoretune tune --method`` takes."""
 NOISY_BASELINES = (*BASELINES, *TRANSFER_BASELINES, "gp-noisy")
@@ -100,7 +105,7 @@ def is_method(method: str, policies: Mapping[str, str] | None = None) -> bool:
     if mixture is not None:
         _mixture_args(mixture, method, handed_over=k is not None)  # impossible widths are an error that says so
         return True
-    return base in NOISY_BASELINES
+    return base in NOISY_BASELINES or base == "twin"
 
 
 def _mixture_args(match: re.Match[str], method: str, *,
@@ -132,18 +137,20 @@ def make_tuner(
     context: Mapping[str, float] | None = None,
     std_scale: float | None = None,
     prior: Path | None = None,
+    view: UserView | None = None,
 ) -> Tuner:
     """The tuner for ``method``. ``policy``: the file of ``policy`` / ``policy-sample``;
     ``policies``: names mapped to policy files (evaluate's ablations); ``steps``: the budget (a
     policy observes its progress through it, ``+reeval`` re-measures in its last runs); ``context``:
     the scenario facts of a full-information policy; ``std_scale`` overrides a policy's spread;
-    ``prior``: the transfer prior of the methods that use the training tasks (default: the shipped one)."""
+    ``prior``: the transfer prior of the methods that use the training tasks (default: the shipped one);
+    ``view``: what a user knows of the cluster and workload (agent.objectives.view), which ``twin`` needs."""
     first, k = split_handover(method)
     if k is not None:
         if first == "task-mixture":
             _mixture_args(_MIXTURE.fullmatch(first), method, handed_over=True)
         return HandOver(make_tuner(first, codec, seed=seed, policy=policy, policies=policies, steps=steps,
-                                   context=context, std_scale=std_scale, prior=prior), codec, k, seed)
+                                   context=context, std_scale=std_scale, prior=prior, view=view), codec, k, seed)
     base, rule = split_rule(method)
     if base == "task-mixture":  # the validated tuner: the mixture, then GP-BO
         from agent.tuners.mixture import HANDOVER, SIGMA, WIDTH
@@ -155,6 +162,8 @@ def make_tuner(
         spec = MethodSpec.parse(base)
         tuner = _policy(spec.kind, Path(policies[method]), seed=seed, steps=steps, context=context,
                         std_scale=spec.std_scale)
+    elif base == "twin":
+        tuner = _twin(codec, seed, view, prior)
     elif base in ("policy", "policy-sample"):
         if policy is None:
             raise AgentError(f"method {method!r} needs a policy file (--policy FILE)")
@@ -200,6 +209,16 @@ def _baseline(method: str, codec: ActionCodec, seed: int, prior_file: Path | Non
                  "gp-warm": lambda: transfer.gp_warm(prior, codec, seed)}
         return build[method]()
     raise AgentError(f"unknown method {method!r}; valid: {list(METHODS)}")
+
+
+def _twin(codec: ActionCodec, seed: int, view: UserView | None, prior_file: Path | None) -> Tuner:
+    from agent.tuners import transfer
+    from agent.tuners.twin import POOL_PRIOR, TwinTuner
+
+    if view is None:
+        raise AgentError("method 'twin' needs the cluster and the workload it tunes (the user's view)")
+    prior = transfer.TransferPrior.load(prior_file or transfer.TRANSFER_PRIOR, codec)
+    return TwinTuner(view, codec, seed, prior_actions=np.array(prior.portfolio(POOL_PRIOR)))
 
 
 def _policy(kind: str, path: Path, *, seed: int, steps: int | None, context: Mapping[str, float] | None,

@@ -14,6 +14,7 @@ from typing import Any
 from functions.errors import InputError
 from functions.spec import FunctionSpec, discover_specs
 from loadgen.results import RunResult, write_run
+from loadgen.where import where_time_went
 from loadgen.workload import Workload
 from testbed.cluster import ClusterSpec, load_cluster
 from testbed.sim.engine import SimConfig, Simulation
@@ -78,11 +79,13 @@ def evaluate(
     config: SimConfig | None = None,
     kube_version: str = "1.36",
     progress: Callable[[float, float], None] | None = None,
+    where: bool = False,
 ) -> dict[str, Any]:
     """The summary ``loadgen.results.summarize`` would give for this run, without writing anything.
 
     Adds ``timeout_s``, ``seed``, ``cluster``, ``workload``, ``backend`` and the simulator's own
     counts (``pods_created``, ``events``). Deterministic: same inputs and seed, same numbers.
+    ``where``: add the per-node breakdown a written run carries (``loadgen.where``; costs the tables).
     """
     cfg = config or SimConfig()
     out = simulate(cluster, workload, profile, seed=seed, functions=functions, config=cfg, kube_version=kube_version,
@@ -100,6 +103,8 @@ def evaluate(
             "sim_end_s": out.sim_end_s,
         }
     )
+    if where:
+        summary["where"] = where_time_went(requests_frame(out), placements_frame(out))
     return summary
 
 

@@ -95,6 +95,16 @@ class SimConfig:
     """kube-scheduler's pod backoff (podInitialBackoffSeconds 1, podMaxBackoffSeconds 10), doubling
     per failed attempt; a pod is retried early when capacity is freed (a pod deleted), as a
     cluster event moves unschedulable pods back to the active queue."""
+    interference: float = 0.0
+    """Structural mismatch of a benchmark's truth (``testbed.sim.mismatch``), 0 in every twin: each
+    further CPU-busy pod on a node slows every busy pod there by this fraction (shared caches and
+    memory bandwidth, which CFS's fair share does not model)."""
+    load_slowdown: float = 0.0
+    """Structural mismatch, 0 in every twin: a node runs ``1 + x * busy cores / cores`` times slower
+    as it fills (turbo headroom and SMT siblings lost under load)."""
+    extra_latency_s: tuple[tuple[str, float], ...] = ()
+    """Structural mismatch, empty in every twin: (node, seconds) network latency added to every
+    request a node serves (per-zone distance from the ingress)."""
 
 
 @dataclass
@@ -244,6 +254,8 @@ class Simulation:
         self.nf[:, K.NF_SPEED] = [n.speed for n in nodes]
         self.nf[:, K.NF_MEMCAP] = [float(n.memory_bytes) for n in nodes]
         self.nf[:, K.NF_SHARE] = 1.0
+        self.nf[:, K.NF_INTERF] = cfg.interference
+        self.nf[:, K.NF_LOADSLOW] = cfg.load_slowdown
         self.nf[:, K.NF_ARG] = -1
         width = max(1, max((n.pods for n in nodes), default=1))
         if n_nodes * width > MAX_POD_SLOTS:
@@ -605,6 +617,8 @@ class Simulation:
         if left.any():
             st[left] = K.ST_TIMEOUT
             self.rf[left, K.RF_FINISH] = self.rf[left, K.RF_T] + cfg.timeout_s
+        if cfg.extra_latency_s:
+            self._add_network_latency(dict(cfg.extra_latency_s), cfg.timeout_s)
         return SimOutput(
             function_names=list(self.fnames),
             node_names=self.node_names,
@@ -620,6 +634,18 @@ class Simulation:
             events=int(self.counters[K.C_EVENTS]),
             sim_end_s=t,
         )
+
+    def _add_network_latency(self, extra: dict[str, float], timeout_s: float) -> None:
+        """Every request a node served arrives back that much later; one pushed past the client's
+        timeout becomes a timeout, as the client would see it."""
+        per_node = np.array([float(extra.get(name, 0.0)) for name in self.node_names])
+        node = self.ri[:, K.RI_NODE]
+        st = self.ri[:, K.RI_STATUS]
+        done = (node >= 0) & (st == K.ST_OK)
+        self.rf[done, K.RF_FINISH] += per_node[node[done]]
+        late = done & (self.rf[:, K.RF_FINISH] - self.rf[:, K.RF_T] > timeout_s)
+        st[late] = K.ST_TIMEOUT
+        self.rf[late, K.RF_FINISH] = self.rf[late, K.RF_T] + timeout_s
 
     def _finish_pulls(self, now: float) -> None:
         """Image pulls that finished by ``now``: ImageLocality sees the image from now on."""

@@ -64,7 +64,8 @@ POD_FREE, POD_STARTING, POD_READY, POD_DRAINING, POD_DONE = 0, 1, 2, 3, 4
 
 # --- node columns ----------------------------------------------------------------------------
 NF_CORES, NF_SPEED, NF_MEMCAP, NF_MEMUSED, NF_DEMAND, NF_SHARE, NF_ARG = 0, 1, 2, 3, 4, 5, 6
-NF_COLS = 7
+NF_INTERF, NF_LOADSLOW = 7, 8
+NF_COLS = 9
 
 # --- counters (int64 array) ------------------------------------------------------------------
 C_NEXT_ARRIVAL, C_TIMERS, C_FINISHED, C_STOP_FN, C_EVENTS = 0, 1, 2, 3, 4
@@ -222,6 +223,14 @@ def _node_change(n, p, t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap
     demand = nf[n, NF_DEMAND]
     cores = nf[n, NF_CORES]
     share = 1.0 if demand <= cores else cores / demand
+    # the truth's structural mismatch (testbed.sim.mismatch; 0 in every twin): co-located busy
+    # pods slow each other (caches, memory bandwidth), and a node slows as it fills (turbo, SMT)
+    interf = nf[n, NF_INTERF]
+    if interf > 0.0 and n_nact[n] > 1:
+        share = share / (1.0 + interf * (n_nact[n] - 1))
+    loadslow = nf[n, NF_LOADSLOW]
+    if loadslow > 0.0:
+        share = share / (1.0 + loadslow * (demand if demand < cores else cores) / cores)
     speed = nf[n, NF_SPEED]
     if share == nf[n, NF_SHARE]:
         k = pi[p, PI_K]

@@ -1,0 +1,104 @@
+"""``scoretune report RUN_DIR`` (where the time went, per node) and ``scoretune twin fit`` (the
+twin of a cluster fitted from its runs, exported as a cluster spec ``sim run`` and ``evaluate``
+load)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from agent.cli.render import console
+from agent.errors import AgentError, InputError
+
+twin_app = typer.Typer(help="The twin of your cluster: fit it from measured runs, export it.", no_args_is_help=True)
+
+
+def _run(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run directory's summary and its ``where`` section (computed from the tables for a run
+    written before summaries carried it)."""
+    from loadgen.results import read_run
+    from loadgen.where import where_time_went
+
+    if not directory.is_dir():
+        raise InputError("not a run directory (a folder with requests.parquet, placements.parquet and summary.json)",
+                         file=directory)
+    run = read_run(directory)
+    where = run.summary.get("where")
+    if not isinstance(where, dict) or "nodes" not in where:
+        where = where_time_went(run.requests, run.placements)
+    return run.summary, where
+
+
+def report_command(run_dir: Path = typer.Argument(..., help="A run directory (sim, local or kube).")) -> None:
+    """Where the time went in one run: requests, latency, cold starts and image pulls per node."""
+    from loadgen.where import where_table_lines
+
+    summary, where = _run(run_dir)
+    mean = summary.get("latency_mean_s")
+    console.print(f"{run_dir}: {summary.get('count', 0)} requests, {summary.get('ok', 0)} ok, mean "
+                  f"{'-' if mean is None else f'{mean:.4f} s'} on {summary.get('backend', '?')}"
+                  + (" [bold red](failed run)[/]" if summary.get("failed") else ""))
+    for line in where_table_lines(where):
+        console.print(line, markup=False, highlight=False)
+
+
+@twin_app.command("fit")
+def fit_command(
+    runs: list[Path] = typer.Argument(..., help="Run directories of one cluster and workload (the reference first)."),
+    cluster: Path = typer.Option(..., help="The cluster as the API shows it: a cluster spec or `sim import-cluster`'s "
+                                 "output (its speeds and pull bandwidths are ignored: the fit finds them)."),
+    workload: Path = typer.Option(..., help="The workload the runs replayed (Parquet)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The fitted twin, a cluster spec (YAML)."),
+    metric: str = typer.Option("mean", help="Latency metric the fit's error is reported in."),
+) -> None:
+    """Fit the twin's hidden parameters (node speeds, pull bandwidths, function work) to the runs'
+    per-node breakdown and write it as a cluster spec `sim run --cluster` and `evaluate --scenario` load."""
+    from agent.metrics import METRICS, metric_from_summary, run_timeout_s
+    from functions.atomic import write_atomic
+    from loadgen.workload import read_workload
+    from testbed.cluster import cluster_to_dict, load_cluster
+    from testbed.scheduler.config import default_profile, parse_config
+    from testbed.sim.backend import suite_specs
+    from testbed.sim.twin import Observation, Twin, cluster_view, describe
+
+    if metric not in METRICS:
+        raise AgentError(f"--metric {metric!r}: valid: {', '.join(METRICS)}")
+    if out.exists() and out.is_dir():
+        raise InputError("is a directory (--out names the twin's YAML file)", file=out)
+    view = cluster_view(load_cluster(cluster))
+    wl = read_workload(workload)
+    observations = []
+    timeout = 30.0
+    for directory in runs:
+        summary, where = _run(directory)
+        if summary.get("failed"):
+            raise InputError("is a failed run: its numbers are void, leave it out", file=directory / "summary.json")
+        unknown = sorted(set(where.get("nodes") or {}) - {n.name for n in view.nodes})
+        if unknown:
+            raise InputError(f"served requests on node(s) {unknown} that --cluster {cluster} does not have",
+                             file=directory / "requests.parquet", field="node")
+        record = summary.get("profile")
+        profile = default_profile()
+        if isinstance(record, dict) and isinstance(record.get("config"), dict):
+            profile = parse_config(record["config"], file=directory / "summary.json").profile()
+        timeout = run_timeout_s(summary)
+        try:
+            value = metric_from_summary(summary, metric, timeout)
+        except AgentError as err:
+            raise InputError(str(err), file=directory / "summary.json") from None
+        observations.append(Observation(profile, max(value, 1e-6), where))
+    twin = Twin(view, wl, suite_specs(), metric=lambda s: max(metric_from_summary(s, metric, timeout), 1e-6))
+    fit = twin.fit(observations)
+    lines = describe(fit, view)
+    data = cluster_to_dict(fit.params.cluster(view))
+    data["name"] = f"{view.name}-twin"
+    data["description"] = "twin fitted by `scoretune twin fit` from " + ", ".join(str(r) for r in runs) + ": " + \
+        "; ".join(lines)
+    import yaml
+
+    write_atomic(out, "# " + "\n# ".join(lines) + "\n" + yaml.safe_dump(data, sort_keys=False))
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+    console.print(f"wrote {out} (load it with `scoretune sim run --cluster {out}`)")

@@ -1,0 +1,175 @@
+"""``--method twin``: the model-based tuner. The twin of *this* cluster is where it searches.
+
+Dyna's loop with a simulator for a model (docs/twin.md): every real run refits the twin's hidden
+parameters to where the time went on each node (``testbed.sim.twin``); between real runs the tuner
+searches the fitted twin (about a hundred simulated runs: a fixed pool of profiles, the transfer
+prior's portfolio among them, then local refinement around the twin's best) and proposes the
+profile the *corrected* twin likes best among those not yet measured.
+
+The correction is the pattern of Cully et al. (Nature 2015) and Letham & Bakshy (JMLR 2019): the
+twin is the prior mean of a Gaussian process over the action box, and the GP models only what the
+twin gets wrong, ``log measured = a * log twin + GP``. The twin's weight ``a`` is fitted from the
+measured runs with a prior at 1 and may shrink to 0, so a twin whose ranking the runs contradict is
+overruled and the tuner becomes GP-BO over the same pool. The acquisition is the lower confidence
+bound of the corrected prediction.
+
+The tuner knows only what a user has (``agent.objectives.view.UserView``): the cluster as the API
+shows it, the workload, and the measured runs with their per-node breakdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from agent.actions import ActionCodec
+from agent.errors import AgentError
+from agent.metrics import metric_from_summary
+from agent.objectives.view import UserView
+
+log = logging.getLogger(__name__)
+
+POOL_SOBOL = 64
+"""Quasi-random profiles of the box in the twin's pool (seeded by the tuner's seed)."""
+POOL_PRIOR = 16
+"""Profiles of the transfer prior's greedy portfolio in the pool (profiles that mattered elsewhere)."""
+REFINE = ((0.3, 12), (0.12, 12))
+"""Local refinement around the twin's four best: (step sigma, profiles) per round."""
+TWIN_WEIGHT_PRIOR = 2.0
+"""How many measured runs' worth of belief the twin's weight 1 holds before runs contradict it."""
+BETA = 1.0
+"""Exploration of the lower confidence bound (standard deviations of the corrected prediction)."""
+SAME = 1e-3
+"""Actions closer than this (max-norm) are the same profile."""
+
+
+class TwinTuner:
+    """Proposes by searching the fitted twin; corrects it by a GP on what it got wrong."""
+
+    def __init__(self, view: UserView, codec: ActionCodec, seed: int = 0, *, prior_actions: np.ndarray | None = None
+                 ) -> None:
+        from scipy.stats import qmc
+
+        from testbed.sim.backend import suite_specs
+        from testbed.sim.twin import Twin
+
+        self.name = "twin"
+        self.codec = codec
+        self.view = view
+        self.seed = int(seed)
+        timeout = float(view.timeout_s)
+        self.twin = Twin(view.cluster, view.workload, suite_specs(),
+                         metric=lambda s: max(metric_from_summary(s, view.metric, timeout), 1e-6))
+        sobol = qmc.Sobol(codec.dim, scramble=True, seed=self.seed).random(POOL_SOBOL) * 2.0 - 1.0
+        pool = [codec.reference_action().astype(np.float64), *sobol]
+        if prior_actions is not None:
+            pool.extend(np.asarray(prior_actions, dtype=np.float64)[:POOL_PRIOR])
+        self.pool = np.clip(np.array(pool), -1.0, 1.0)
+        self.rng = np.random.default_rng([self.seed, 0x7717])
+        self.actions: list[np.ndarray] = []
+        self.metrics: list[float] = []
+        self.observations: list[Any] = []
+        self._where: Mapping[str, Any] | None = None
+        self.fits: list[dict[str, Any]] = []
+        """One record per refit (runs, errors, parameters, seconds): what the live log keeps."""
+        self.last_search: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------------------- observations
+    def observe_where(self, where: Mapping[str, Any]) -> None:
+        """The per-node breakdown of the run about to be told (``loadgen.where``)."""
+        self._where = where
+
+    def tell(self, action: np.ndarray, metric: float) -> None:
+        from testbed.sim.twin import Observation
+
+        a = np.asarray(action, dtype=np.float64).reshape(-1)
+        self.actions.append(a)
+        self.metrics.append(float(metric))
+        where, self._where = self._where, None
+        if not where or not where.get("nodes"):
+            return  # no breakdown (a run without one): the twin keeps its last fit
+        self.observations.append(Observation(self.codec.decode(a).to_profile(), float(metric), where))
+        t0 = time.perf_counter()
+        fit = self.twin.fit(self.observations)
+        self.fits.append({"runs": fit.runs, "metric_error": fit.metric_error,
+                          "node_error": dict(fit.node_error), "speed": dict(fit.params.speed),
+                          "pull_bytes_per_s": dict(fit.params.pull_bytes_per_s), "work": dict(fit.params.work),
+                          "seconds": time.perf_counter() - t0})
+        self.last_fit = fit
+
+    # ----------------------------------------------------------------------------------- search
+    def _predict(self, actions: np.ndarray) -> np.ndarray:
+        return np.array([math.log(self.twin.predict(self.codec.decode(a).to_profile())) for a in actions])
+
+    def _search_twin(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pool and local refinement around the twin's best: (actions, log twin metric)."""
+        acts = self.pool
+        vals = self._predict(acts)
+        for sigma, n in REFINE:
+            top = acts[np.argsort(vals)[:4]]
+            new = np.clip(top[self.rng.integers(len(top), size=n)] + self.rng.normal(0.0, sigma, (n, acts.shape[1])),
+                          -1.0, 1.0)
+            acts = np.vstack([acts, new])
+            vals = np.concatenate([vals, self._predict(new)])
+        return acts, vals
+
+    def suggest(self) -> np.ndarray:
+        if not self.metrics:
+            raise AgentError("the twin tuner is told the reference run before it is asked")
+        t0 = time.perf_counter()
+        acts, twin_log = self._search_twin()
+        measured = np.array(self.actions)
+        y = np.log(np.maximum(np.array(self.metrics), 1e-9))
+        at_measured = self._predict(measured)
+        weight = self._twin_weight(at_measured, y)
+        mean, sd = self._correction(measured, y - weight * at_measured, acts)
+        score = weight * twin_log + mean - BETA * sd
+        fresh = np.array([np.min(np.max(np.abs(measured - a), axis=1)) > SAME for a in acts])
+        if not fresh.any():  # every pool profile measured: explore around the best measured
+            best = measured[int(np.argmin(y))]
+            return np.clip(best + self.rng.normal(0.0, 0.2, best.shape), -1.0, 1.0).astype(np.float32)
+        score[~fresh] = np.inf
+        choice = int(np.argmin(score))
+        self.last_search = {"simulated": int(len(acts) + len(measured)), "twin_weight": float(weight),
+                            "seconds": time.perf_counter() - t0,
+                            "predicted_s": float(math.exp(weight * twin_log[choice] + mean[choice]))}
+        return acts[choice].astype(np.float32)
+
+    @staticmethod
+    def _twin_weight(twin_log: np.ndarray, y: np.ndarray) -> float:
+        """``a`` of ``log measured ~ a * log twin + c``, least squares with a prior at 1 worth
+        :data:`TWIN_WEIGHT_PRIOR` runs, kept in [0, 1.5]: runs that contradict the twin's ranking
+        shrink it toward 0 (GP-BO over the pool)."""
+        if len(y) < 2:
+            return 1.0
+        x = twin_log - twin_log.mean()
+        yy = y - y.mean()
+        sxx = float(x @ x)
+        lam = TWIN_WEIGHT_PRIOR * max(sxx / len(y), 1e-4)
+        return float(np.clip((float(x @ yy) + lam) / (sxx + lam), 0.0, 1.5))
+
+    def _correction(self, x: np.ndarray, r: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The GP of what the twin gets wrong, at ``at``: (mean, sd). With one run it is that run's
+        offset everywhere, with no spread (nothing says where the twin errs yet)."""
+        if len(r) < 2:
+            return np.full(len(at), float(r[0]) if len(r) else 0.0), np.zeros(len(at))
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.gaussian_process import GaussianProcessRegressor
+        from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+        kernel = ConstantKernel(0.05, (1e-4, 10.0)) * Matern(length_scale=np.full(x.shape[1], 1.0),
+                                                                 length_scale_bounds=(0.05, 20.0), nu=2.5) \
+            + WhiteKernel(1e-4, (1e-8, 0.1))
+        gp = GaussianProcessRegressor(kernel, normalize_y=False, random_state=self.seed)
+        offset = float(r.mean())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            gp.fit(x, r - offset)
+        mean, sd = gp.predict(at, return_std=True)
+        return mean + offset, sd

@@ -1,0 +1,318 @@
+"""The twin of a user's cluster: the simulator over what the Kubernetes API shows, its hidden
+parameters fitted from what runs measured (docs/twin.md).
+
+A tuner may know what a user knows (``cluster_view``): each node's capacities, labels, taints, the
+images it holds, its zone, and the function suite and workload. It may not know what no API shows:
+how fast each node runs work, how fast it pulls images, how much work each function really does.
+The twin starts from neutral values for those (speed 1, the spec's default pull bandwidth, the
+suite's work) and fits them to the runs' "where the time went" (``loadgen.where``): each measured
+profile is replayed in the twin and its per-node, per-function warm latencies and pull times are
+matched to the measured ones, a few fixed-point rounds at a time.
+
+- Speed and work (``log L_cpu(f, n) = log work_f - log speed_n``, where ``L_cpu`` is a warm
+  request's latency less its function's IO wait) are fitted jointly by alternating weighted means
+  of the log ratio measured / twin; a node's estimate is shrunk toward its *hardware class* (nodes
+  the API shows with the same capacities and labels), and a class toward the cluster, so a node
+  that served few requests keeps the class's value rather than its own noise (the reference run
+  observes the nodes its own placements used; CausalSim, NSDI 2023, on that bias).
+- Pull bandwidth per node from the ratio of measured to twin mean pull time, pooled the same way.
+
+The fit's error on the runs it saw (latency metric and per-node warm latency) is reported with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from testbed.cluster import HOSTNAME_LABEL, ClusterSpec, NodeSpec
+
+if TYPE_CHECKING:
+    from functions.spec import FunctionSpec
+    from loadgen.workload import Workload
+    from testbed.scheduler.config import Profile
+
+VIEW_PULL_BYTES_PER_S = 50.0 * 2**20
+"""What the twin assumes for a node's image pulls before a run measured one (the cluster spec's default)."""
+NODE_PRIOR_REQUESTS = 20.0
+"""How many warm requests a node's own evidence must hold to weigh as much as its hardware class's."""
+CLASS_PRIOR_REQUESTS = 5.0
+"""How many warm requests a class's evidence must hold to weigh as much as the cluster's."""
+PULL_PRIOR = 1.0
+"""Pulls a node must have measured to weigh as much as its class's pull time."""
+ROUNDS = 3
+"""Fixed-point rounds per fit: replay, compare, update (each round replays every run used)."""
+DAMPING = 0.5
+"""Share of each round's log correction applied: queueing makes latency react more than in
+proportion to speed, so a full step overshoots."""
+MAX_RUNS_FITTED = 6
+"""The reference run and the latest runs up to this many: the fit's cost stays flat over a budget."""
+TWIN_SEED = 7_919
+"""The twin's own random stream for request work: it never shares the truth's."""
+
+
+def hardware_class(node: NodeSpec) -> tuple[Any, ...]:
+    """What the API shows that says two nodes are the same machine: capacities and labels
+    (the hostname label aside)."""
+    labels = tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME_LABEL))
+    return (node.cpu_milli, node.memory_bytes, node.pods, labels)
+
+
+def cluster_view(cluster: ClusterSpec) -> ClusterSpec:
+    """The cluster as the Kubernetes API shows it: every hidden parameter at its neutral value
+    (speed 1, the default pull bandwidth), no description, no file. Two clusters that differ only
+    in what the API does not show have equal views."""
+    nodes = tuple(dataclasses.replace(n, speed=1.0, image_pull_bytes_per_s=VIEW_PULL_BYTES_PER_S)
+                  for n in cluster.nodes)
+    return ClusterSpec(name=cluster.name, description="", nodes=nodes, path=None, groups=())
+
+
+@dataclass(frozen=True)
+class TwinParams:
+    """The twin's hidden parameters: node speed and pull bandwidth by node, work factor by function."""
+
+    speed: Mapping[str, float]
+    pull_bytes_per_s: Mapping[str, float]
+    work: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def neutral(cls, view: ClusterSpec) -> TwinParams:
+        return cls({n.name: 1.0 for n in view.nodes}, {n.name: VIEW_PULL_BYTES_PER_S for n in view.nodes}, {})
+
+    def cluster(self, view: ClusterSpec) -> ClusterSpec:
+        nodes = tuple(dataclasses.replace(n, speed=float(self.speed.get(n.name, 1.0)),
+                                          image_pull_bytes_per_s=float(self.pull_bytes_per_s.get(n.name,
+                                                                                                   VIEW_PULL_BYTES_PER_S)))
+                      for n in view.nodes)
+        return dataclasses.replace(view, nodes=nodes)
+
+    def functions(self, specs: Mapping[str, FunctionSpec]) -> dict[str, FunctionSpec]:
+        out = dict(specs)
+        for name, factor in self.work.items():
+            if name in out and factor != 1.0:
+                spec = out[name]
+                out[name] = dataclasses.replace(spec, work_cpu_s=dataclasses.replace(
+                    spec.work_cpu_s, mean=spec.work_cpu_s.mean * float(factor)))
+        return out
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured run as the fit needs it: the profile, its metric and its ``where`` section."""
+
+    profile: Profile
+    metric: float
+    where: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class TwinFit:
+    params: TwinParams
+    runs: int
+    """Measured runs the fit used."""
+    metric_error: float | None
+    """Mean |twin / measured - 1| of the latency metric over the runs used (after the fit)."""
+    node_error: Mapping[str, float | None]
+    """Per node: the weighted mean |twin / measured - 1| of its warm latency over the runs used."""
+
+
+@dataclass
+class Twin:
+    """The simulator over a cluster view, a workload and the suite, with fitted hidden parameters."""
+
+    view: ClusterSpec
+    workload: Workload
+    specs: Mapping[str, FunctionSpec]
+    metric: Callable[[Mapping[str, Any]], float] = field(default=lambda s: float(s["latency_mean_s"]))
+    """The latency metric of a run's summary (the tuner's: ``agent.metrics.metric_from_summary``)."""
+    params: TwinParams | None = None
+    seed: int = TWIN_SEED
+
+    def __post_init__(self) -> None:
+        if self.params is None:
+            self.params = TwinParams.neutral(self.view)
+
+    def summary(self, profile: Profile, *, where: bool = False, params: TwinParams | None = None) -> dict[str, Any]:
+        from testbed.sim import evaluate
+
+        p = params or self.params
+        assert p is not None
+        return evaluate(p.cluster(self.view), self.workload, profile, seed=self.seed, functions=p.functions(self.specs),
+                        where=where)
+
+    def predict(self, profile: Profile) -> float:
+        """The twin's latency metric for ``profile`` (seconds, > 0)."""
+        return self.metric(self.summary(profile))
+
+    def fit(self, observations: Sequence[Observation], *, rounds: int = ROUNDS) -> TwinFit:
+        """Refit the hidden parameters to ``observations`` (from the current ones); returns the fit."""
+        used = list(observations)
+        if len(used) > MAX_RUNS_FITTED:
+            used = [used[0], *used[-(MAX_RUNS_FITTED - 1):]]
+        params = self.params
+        assert params is not None
+        best: TwinFit | None = None
+        for k in range(rounds + 1):
+            replays = [self.summary(o.profile, where=True, params=params) for o in used]
+            report = _fit_report(params, used, replays, self.metric)
+            if best is None or _loss(report) < _loss(best):
+                best = report
+            if k < rounds:
+                params = _update(self.view, self.specs, params, used, replays)
+        assert best is not None
+        self.params = best.params
+        return best
+
+
+# ---------------------------------------------------------------------------------------------- fit
+
+
+def _io(specs: Mapping[str, FunctionSpec], fn: str) -> float:
+    spec = specs.get(fn)
+    return float(spec.work_io_s) if spec is not None else 0.0
+
+
+def _pairs(view: ClusterSpec, specs: Mapping[str, FunctionSpec], used: Sequence[Observation],
+           replays: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, float, float]]:
+    """(function, node, log ratio of the CPU part measured / twin, weight) over every run used."""
+    nodes = {n.name for n in view.nodes}
+    out = []
+    for obs, rep in zip(used, replays, strict=True):
+        measured = (obs.where or {}).get("functions") or {}
+        twin = rep.get("where", {}).get("functions") or {}
+        for fn, per_node in measured.items():
+            io = _io(specs, fn)
+            for node, cell in per_node.items():
+                if node not in nodes:
+                    continue
+                tc = (twin.get(fn) or {}).get(node)
+                m, t = cell.get("warm_mean_s"), (tc or {}).get("warm_mean_s")
+                if m is None or t is None:
+                    continue
+                cm, ct = float(m) - io, float(t) - io
+                floor = 0.05 * max(float(m), float(t))  # IO-bound: the CPU part is too small to read
+                if cm <= floor or ct <= floor:
+                    continue
+                w = min(float(cell.get("warm_ok") or 0), float(tc.get("warm_ok") or 0))
+                if w > 0:
+                    out.append((fn, node, math.log(cm / ct), w))
+    return out
+
+
+def _pooled(view: ClusterSpec, raw: Mapping[str, tuple[float, float]], node_prior: float,
+            class_prior: float) -> dict[str, float]:
+    """Per node a log correction: its own weighted mean shrunk to its hardware class's, the class's
+    shrunk to the cluster's (0: no change). ``raw`` maps node -> (weighted sum, weight)."""
+    classes: dict[tuple[Any, ...], list[str]] = {}
+    for n in view.nodes:
+        classes.setdefault(hardware_class(n), []).append(n.name)
+    total_s = sum(s for s, _ in raw.values())
+    total_w = sum(w for _, w in raw.values())
+    cluster_mean = total_s / (total_w + class_prior) if total_w > 0 else 0.0
+    out: dict[str, float] = {}
+    for members in classes.values():
+        cs = sum(raw.get(m, (0.0, 0.0))[0] for m in members)
+        cw = sum(raw.get(m, (0.0, 0.0))[1] for m in members)
+        class_mean = (cs + class_prior * cluster_mean) / (cw + class_prior)
+        for m in members:
+            s, w = raw.get(m, (0.0, 0.0))
+            out[m] = (s + node_prior * class_mean) / (w + node_prior)
+    return out
+
+
+def _update(view: ClusterSpec, specs: Mapping[str, FunctionSpec], params: TwinParams,
+            used: Sequence[Observation], replays: Sequence[Mapping[str, Any]]) -> TwinParams:
+    pairs = _pairs(view, specs, used, replays)
+    speed = dict(params.speed)
+    work = dict(params.work)
+    if pairs:
+        # r(f, n) ~ a_f - b_n: a_f the function's work correction, b_n the node's speed correction
+        a: dict[str, float] = {}
+        b: dict[str, float] = {}
+        for _ in range(4):
+            num: dict[str, float] = {}
+            den: dict[str, float] = {}
+            for fn, node, r, w in pairs:
+                num[fn] = num.get(fn, 0.0) + w * (r + b.get(node, 0.0))
+                den[fn] = den.get(fn, 0.0) + w
+            a = {fn: num[fn] / den[fn] for fn in num}
+            raw: dict[str, tuple[float, float]] = {}
+            for fn, node, r, w in pairs:
+                s, ww = raw.get(node, (0.0, 0.0))
+                raw[node] = (s + w * (a[fn] - r), ww + w)
+            b = _pooled(view, raw, NODE_PRIOR_REQUESTS, CLASS_PRIOR_REQUESTS)
+        # gauge: speeds carry the cluster-wide factor (the suite's work is right on average)
+        total = sum(w for *_, w in pairs)
+        mean_a = sum(w * a[fn] for fn, _, _, w in pairs) / total
+        for fn in a:
+            work[fn] = float(np.clip(work.get(fn, 1.0) * math.exp(DAMPING * (a[fn] - mean_a)), 0.1, 10.0))
+        for name in speed:
+            speed[name] = float(np.clip(speed[name] * math.exp(DAMPING * (b.get(name, 0.0) - mean_a)), 0.05, 20.0))
+    pull = dict(params.pull_bytes_per_s)
+    raw_pull: dict[str, tuple[float, float]] = {}
+    for obs, rep in zip(used, replays, strict=True):
+        twin_nodes = rep.get("where", {}).get("nodes") or {}
+        for node, cell in ((obs.where or {}).get("nodes") or {}).items():
+            tc = twin_nodes.get(node) or {}
+            m, t = cell.get("pull_s"), tc.get("pull_s")
+            if node in pull and m and t and m > 0 and t > 0:
+                w = float(min(cell.get("pulls") or 0, tc.get("pulls") or 0))
+                s, ww = raw_pull.get(node, (0.0, 0.0))
+                raw_pull[node] = (s + w * math.log(float(t) / float(m)), ww + w)
+    if raw_pull:
+        corr = _pooled(view, raw_pull, PULL_PRIOR, PULL_PRIOR)
+        for name in pull:
+            pull[name] = float(np.clip(pull[name] * math.exp(DAMPING * corr.get(name, 0.0)), 2.0**16, 2.0**36))
+    return TwinParams(speed, pull, work)
+
+
+def _fit_report(params: TwinParams, used: Sequence[Observation], replays: Sequence[Mapping[str, Any]],
+                metric: Callable[[Mapping[str, Any]], float]) -> TwinFit:
+    errs = [abs(metric(rep) / o.metric - 1.0) for o, rep in zip(used, replays, strict=True)
+            if o.metric > 0]
+    node_err: dict[str, list[tuple[float, float]]] = {}
+    for obs, rep in zip(used, replays, strict=True):
+        twin_nodes = rep.get("where", {}).get("nodes") or {}
+        for node, cell in ((obs.where or {}).get("nodes") or {}).items():
+            m, t = cell.get("warm_mean_s"), (twin_nodes.get(node) or {}).get("warm_mean_s")
+            if m and t:
+                node_err.setdefault(node, []).append((abs(float(t) / float(m) - 1.0), float(cell.get("warm_ok") or 1)))
+    return TwinFit(
+        params=params, runs=len(used), metric_error=float(np.mean(errs)) if errs else None,
+        node_error={n: sum(e * w for e, w in v) / sum(w for _, w in v) for n, v in node_err.items()},
+    )
+
+
+def _loss(fit: TwinFit) -> float:
+    """What the fit keeps among its rounds: the metric's error plus the nodes' mean warm error (a
+    twin right on the total for the wrong reasons is worse than one right per node)."""
+    nodes = [e for e in fit.node_error.values() if e is not None]
+    return (fit.metric_error or 0.0) + (float(np.mean(nodes)) if nodes else 0.0)
+
+
+def describe(fit: TwinFit, view: ClusterSpec) -> list[str]:
+    """What a user reads from a fit: node speeds relative to the fastest, pull times of the suite's
+    typical image, work factors that moved, and the fit's error."""
+    if not view.nodes:
+        return []
+    p = fit.params
+    fastest = max(view.nodes, key=lambda n: p.speed.get(n.name, 1.0))
+    top = p.speed.get(fastest.name, 1.0)
+    lines = []
+    for n in view.nodes:
+        s = p.speed.get(n.name, 1.0)
+        bw = p.pull_bytes_per_s.get(n.name, VIEW_PULL_BYTES_PER_S)
+        err = fit.node_error.get(n.name)
+        lines.append(f"{n.name} runs at {s / top:.2f}x {fastest.name}; pulls at {bw / 2**20:.0f} MiB/s "
+                     f"(100 MiB in {100 * 2**20 / bw:.1f} s)" + ("" if err is None else f"; warm latency off by {100 * err:.0f} %"))
+    for fn, w in sorted(p.work.items()):
+        if abs(w - 1.0) > 0.05:
+            lines.append(f"{fn} does {w:.2f}x the work its spec says")
+    if fit.metric_error is not None:
+        lines.append(f"latency metric off by {100 * fit.metric_error:.1f} % on average over the {fit.runs} run(s) fitted")
+    return lines
