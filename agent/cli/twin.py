@@ -90,7 +90,7 @@ def fit_command(
             raise InputError(str(err), file=directory / "summary.json") from None
         observations.append(Observation(profile, max(value, 1e-6), where))
     twin = Twin(view, wl, suite_specs(), metric=lambda s: max(metric_from_summary(s, metric, timeout), 1e-6))
-    fit = twin.fit(observations)
+    fit = twin.fit(observations, rounds=8)
     lines = describe(fit, view)
     data = cluster_to_dict(fit.params.cluster(view))
     data["name"] = f"{view.name}-twin"

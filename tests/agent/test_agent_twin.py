@@ -1,0 +1,146 @@
+"""The model-based tuner ``twin`` (agent/tuners/twin.py), the user's view it starts from
+(agent/objectives/view.py) and the evaluation's mismatch (``evaluate --mismatch``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from agent.actions import ActionCodec
+from agent.cli import app
+from agent.errors import AgentError
+from agent.evaluation.protocol import Protocol, Task, _exact_world, _noisy_world
+from agent.evaluation.runner import run_experiment
+from agent.objectives.sim import SimObjective
+from agent.tuners.factory import is_method, make_tuner
+from agent.tuners.twin import TwinTuner
+from loadgen.workload import write_workload
+from testbed.cluster import CLUSTERS_DIR, load_cluster
+from testbed.local.noise import NoiseModel
+from testbed.local.scenario import lab_workload
+
+CODEC = ActionCodec()
+runner = CliRunner()
+
+
+def _hidden_changed(cluster):
+    """The same cluster as the API shows it, with every hidden parameter changed."""
+    nodes = tuple(dataclasses.replace(n, speed=n.speed * (0.3 + 0.4 * i), image_pull_bytes_per_s=n.image_pull_bytes_per_s / (i + 2))
+                  for i, n in enumerate(cluster.nodes))
+    return dataclasses.replace(cluster, nodes=nodes)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    return load_cluster("lab-small"), lab_workload(3, duration_s=15.0)
+
+
+@pytest.mark.parametrize("mismatch", ["none", "default"])
+def test_hidden_parameters_never_reach_a_tuner(lab, mismatch) -> None:
+    """Two scenarios that differ only in what no API shows give every method the same input
+    before its first run: the same view (cluster, workload, metric) and the same context."""
+    cluster, workload = lab
+    other = _hidden_changed(cluster)
+    assert other != cluster
+    p = Protocol(steps=1, oracle_runs=0, mismatch=mismatch)
+    worlds = []
+    for c in (cluster, other):
+        task = Task("lab", (0,), ("twin",), {}, p)
+        worlds.append(_exact_world(task, 0, lambda s, seed, m, c=c: SimObjective(c, workload, seed, m), CODEC))
+    a, b = worlds
+    assert a.view.fingerprint() == b.view.fingerprint()
+    assert dict(a.context) == dict(b.context)
+    assert a.truth(CODEC.reference()) != b.truth(CODEC.reference())  # the truths do differ
+    noisy = Protocol(steps=1, oracle_runs=0, noise=NoiseModel(0.05, 0.3).to_dict(), truth_seeds=2, mismatch=mismatch)
+    views = [_noisy_world(Task("lab", (0,), ("twin",), {}, noisy), lambda s, seed, m, c=c: SimObjective(c, workload, seed, m),
+                          CODEC).view.fingerprint() for c in (cluster, other)]
+    assert views[0] == views[1] == a.view.fingerprint()
+
+
+def test_the_twin_tuner_refits_after_every_run_and_never_repeats_a_profile(lab) -> None:
+    cluster, workload = lab
+    from agent.objectives.view import user_view
+
+    objective = SimObjective(cluster, workload, 0)
+    tuner = make_tuner("twin", CODEC, seed=1, view=user_view(cluster, workload))
+    settings, values = run_experiment(tuner, objective, 3, CODEC)
+    assert len(tuner.fits) == 4  # the reference and three runs, each refitted
+    assert len({s.label() for s in settings}) == 4
+    assert all(f["metric_error"] is not None for f in tuner.fits)
+    assert tuner.last_search["simulated"] > 50  # it searched the twin, not the cluster
+    assert min(values) <= values[0]
+
+
+def test_the_twin_weight_follows_the_runs() -> None:
+    """Runs that rank as the twin does keep its weight near 1; runs that rank against it take the
+    weight to 0, and the tuner falls back to GP-BO over its pool."""
+    twin = np.log(np.array([1.0, 1.5, 2.0, 3.0, 4.0]))
+    assert TwinTuner._twin_weight(twin, twin + 0.3) == pytest.approx(1.0, abs=0.05)
+    assert TwinTuner._twin_weight(twin, -twin) == 0.0
+    assert TwinTuner._twin_weight(twin[:1], twin[:1]) == 1.0  # one run: nothing says otherwise
+
+
+def test_twin_needs_the_view() -> None:
+    assert is_method("twin")
+    with pytest.raises(AgentError, match="method 'twin' needs the cluster and the workload"):
+        make_tuner("twin", CODEC)
+
+
+def test_unknown_mismatch_is_one_line_and_writes_nothing(tmp_path) -> None:
+    result = runner.invoke(app, ["evaluate", "--scenarios", "lab-web", "--methods", "gp", "--mismatch", "bogus",
+                                 "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "unknown mismatch level 'bogus'" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_tune_with_twin_on_sim_then_report_and_fit(tmp_path) -> None:
+    cluster = tmp_path / "c.yaml"
+    shutil.copy(CLUSTERS_DIR / "lab-small.yaml", cluster)
+    wl = tmp_path / "w.parquet"
+    write_workload(lab_workload(3, duration_s=15.0), wl)
+    out = tmp_path / "exp"
+    result = runner.invoke(app, ["tune", "--backend", "sim", "--cluster", str(cluster), "--workload", str(wl),
+                                 "--method", "twin", "--steps", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "where the time went, reference (step 0):" in result.output
+    summary = json.loads((out / "runs" / "step-000" / "cand-0" / "summary.json").read_text())
+    assert set(summary["where"]["nodes"]) <= {"fast-0", "fast-1", "slow-0", "slow-1"}
+    report = runner.invoke(app, ["report", str(out / "runs" / "step-000" / "cand-0")])
+    assert report.exit_code == 0 and "reqs" in report.output and "fail" in report.output
+    fitted = tmp_path / "twin.yaml"
+    fit = runner.invoke(app, ["twin", "fit", str(out / "runs" / "step-000" / "cand-0"),
+                              str(out / "runs" / "step-001" / "cand-0"), "--cluster", str(cluster),
+                              "--workload", str(wl), "-o", str(fitted)])
+    assert fit.exit_code == 0, fit.output
+    twin = load_cluster(fitted)  # a cluster spec `sim run` loads
+    assert [n.name for n in twin.nodes] == [n.name for n in load_cluster(cluster).nodes]
+    assert "runs at" in fit.output
+    bad = runner.invoke(app, ["report", str(tmp_path / "nope")])
+    assert bad.exit_code == 1 and "not a run directory" in bad.output
+
+
+def test_resume_replays_the_fits(tmp_path) -> None:
+    """A resumed twin experiment refits on the logged runs' breakdowns before its next proposal."""
+    cluster = tmp_path / "c.yaml"
+    shutil.copy(CLUSTERS_DIR / "lab-small.yaml", cluster)
+    wl = tmp_path / "w.parquet"
+    write_workload(lab_workload(3, duration_s=15.0), wl)
+    out = tmp_path / "exp"
+    args = ["tune", "--backend", "sim", "--cluster", str(cluster), "--workload", str(wl), "--method", "twin"]
+    assert runner.invoke(app, [*args, "--steps", "3", "--out", str(out)]).exit_code == 0
+    full = [json.loads(line)["label"] for line in (out / "experiment.jsonl").read_text().splitlines()]
+    lines = (out / "experiment.jsonl").read_text().splitlines()
+    (out / "experiment.jsonl").write_text("\n".join(lines[:2]) + "\n")  # as if stopped after step 1
+    shutil.rmtree(out / "runs" / "step-002", ignore_errors=True)
+    result = runner.invoke(app, ["tune", "--resume", str(out)])
+    assert result.exit_code == 0, result.output
+    resumed = [json.loads(line)["label"] for line in (out / "experiment.jsonl").read_text().splitlines()]
+    assert resumed[:len(full)] == full  # the same proposals: the fits were replayed
+    assert Path(out / "runs" / "step-002").exists()

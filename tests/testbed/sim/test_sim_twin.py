@@ -1,0 +1,92 @@
+"""The twin (testbed/sim/twin.py) and the benchmark's mismatch (testbed/sim/mismatch.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from sim_fixtures import make_cluster, make_spec
+
+from loadgen.synth import poisson
+from testbed.cluster import cluster_to_dict
+from testbed.errors import ConfigError
+from testbed.scheduler.config import default_profile
+from testbed.sim import evaluate
+from testbed.sim.backend import SimBackend
+from testbed.sim.engine import SimConfig
+from testbed.sim.mismatch import LEVELS, level, perturb
+from testbed.sim.twin import Observation, Twin, cluster_view, describe
+
+
+def _cluster(fast: float = 1.0, slow: float = 0.5, pull: str = "50Mi"):
+    return make_cluster([
+        {"name": "fast", "count": 2, "cpu": "2", "memory": "4Gi", "speed": fast, "image_pull_bandwidth": pull},
+        {"name": "slow", "count": 2, "cpu": "2", "memory": "4Gi", "speed": slow, "image_pull_bandwidth": pull,
+         "labels": {"hw": "old"}},
+    ])
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return {"cpu": make_spec("cpu", cc=1, cpu_mean=0.08, cv=0.3, dist="lognormal")}
+
+
+@pytest.fixture(scope="module")
+def workload():
+    return poisson(rate_per_s=30.0, duration_s=60.0, functions={"cpu": 1.0}, seed=1)
+
+
+def test_the_view_hides_speed_and_pull_bandwidth_and_nothing_else() -> None:
+    a, b = _cluster(1.0, 0.5, "50Mi"), _cluster(1.7, 0.3, "5Mi")
+    assert cluster_view(a) == cluster_view(b)
+    va = cluster_to_dict(cluster_view(a))
+    assert {g["speed"] for g in va["groups"]} == {1.0}
+    other = make_cluster([{"name": "fast", "count": 2, "cpu": "4", "memory": "4Gi"},
+                          {"name": "slow", "count": 2, "cpu": "2", "memory": "4Gi", "labels": {"hw": "old"}}])
+    assert cluster_view(other) != cluster_view(a)  # capacities are what the API shows
+
+
+def test_the_fit_recovers_node_speeds_from_one_run(specs, workload) -> None:
+    truth = _cluster(1.0, 0.5)
+    summary = evaluate(truth, workload, default_profile(), seed=0, functions=specs, where=True)
+    twin = Twin(cluster_view(truth), workload, specs, metric=lambda s: float(s["latency_mean_s"]))
+    neutral = twin.predict(default_profile())
+    fit = twin.fit([Observation(default_profile(), float(summary["latency_mean_s"]), summary["where"])], rounds=8)
+    speed = fit.params.speed
+    ratio = (speed["slow-0"] + speed["slow-1"]) / (speed["fast-0"] + speed["fast-1"])
+    assert ratio == pytest.approx(0.5, rel=0.15)
+    assert fit.metric_error is not None and fit.metric_error < 0.15  # its own seed: other work draws and tie-breaks
+    assert abs(neutral / summary["latency_mean_s"] - 1) > 0.2  # the neutral twin was far off
+    assert any("runs at" in line for line in describe(fit, twin.view))
+
+
+def test_mismatch_none_is_the_scenario_and_levels_are_checked(specs, workload) -> None:
+    cluster = _cluster()
+    t = perturb(cluster, specs, level("none"), seed=3)
+    assert t.cluster == cluster and t.config == SimConfig()
+    with pytest.raises(ConfigError, match="unknown mismatch level 'bogus'"):
+        level("bogus")
+    a = perturb(cluster, specs, LEVELS["default"], seed=3)
+    b = perturb(cluster, specs, LEVELS["default"], seed=3)
+    assert a == b  # fixed by the seed before any method runs
+    assert a.cluster != cluster and a.config.interference > 0 and len(a.config.extra_latency_s) == 4
+
+
+def test_structural_mechanisms_slow_the_truth(specs, workload) -> None:
+    cluster = _cluster()
+    base = evaluate(cluster, workload, default_profile(), seed=0, functions=specs)["latency_mean_s"]
+    for change in ({"interference": 0.5}, {"load_slowdown": 1.0}):
+        cfg = dataclasses.replace(SimConfig(), **change)
+        slowed = evaluate(cluster, workload, default_profile(), seed=0, functions=specs, config=cfg)["latency_mean_s"]
+        assert slowed > base * 1.02, change
+    cfg = dataclasses.replace(SimConfig(), extra_latency_s=tuple((n.name, 0.05) for n in cluster.nodes))
+    delayed = evaluate(cluster, workload, default_profile(), seed=0, functions=specs, config=cfg)
+    assert delayed["latency_mean_s"] == pytest.approx(base + 0.05)  # the network delay, added and nothing else
+
+
+def test_a_written_run_and_the_fast_path_agree_on_where(tmp_path, specs, workload) -> None:
+    be = SimBackend(_cluster(), specs)
+    run = be.run(workload, tmp_path / "run")
+    fast = evaluate(_cluster(), workload, default_profile(), seed=0, functions=specs, where=True)
+    assert run.summary["where"] == fast["where"]
+    assert sum(c["requests"] for c in run.summary["where"]["nodes"].values()) == run.summary["count"]
