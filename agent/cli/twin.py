@@ -102,3 +102,35 @@ def fit_command(
     for line in lines:
         console.print(line, markup=False, highlight=False)
     console.print(f"wrote {out} (load it with `scoretune sim run --cluster {out}`)")
+
+
+@twin_app.command("mismatch")
+def mismatch_command(
+    scenarios: str = typer.Option(..., help="Comma-separated scenario names (gensmall-N, gen-N, library names)."),
+    levels: str = typer.Option("mild,default,severe", help="Mismatch levels, comma-separated."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory for mismatch.csv and mismatch.md."),
+) -> None:
+    """Size the mismatch levels by what they do: the rank correlation of the scenario as written
+    with its perturbed truth over a fixed set of profiles (docs/twin.md)."""
+    from agent.cli.options import argv_tail
+    from agent.evaluation.mismatch import level_summary, mismatch_table
+    from agent.formatting import md_table
+    from functions.atomic import write_atomic
+    from testbed.sim.mismatch import level
+
+    names = [s for s in scenarios.split(",") if s]
+    lvls = [x for x in levels.split(",") if x]
+    for lvl in lvls:
+        level(lvl)
+    if not names:
+        raise AgentError("--scenarios: no scenario named")
+    if out.exists() and not out.is_dir():
+        raise AgentError(f"{out}: not a directory (--out names the report directory)")
+    table = mismatch_table(names, lvls)
+    summary = level_summary(table)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "mismatch.csv", table.to_csv(index=False, float_format="%.6g"))
+    text = md_table(list(summary.columns), summary.itertuples(index=False), number="{:.3f}")
+    command = "scoretune twin mismatch " + " ".join(argv_tail("twin"))
+    write_atomic(out / "mismatch.md", f"Command: `{command}`\n\n{text}\n")
+    console.print(text, markup=False, highlight=False)

@@ -159,7 +159,8 @@ def _exact_world(task: Task, seed: int, factory: ObjectiveFactory, codec: Action
     p = task.protocol
     objective = factory(task.scenario, _objective_seed(task.protocol, seed), p.metric)
     view = objective_view(objective)
-    objective.truth = task_truth(p, task.scenario, objective, _objective_seed(p, seed))
+    if p.mismatch != "none":
+        objective.truth = task_truth(p, task.scenario, objective, _objective_seed(p, seed))
     if task.oracle_known is not None:
         oracle = float(task.oracle_known)
     elif p.oracle_runs > 0:
@@ -178,7 +179,8 @@ def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> W
     p = task.protocol
     base = factory(task.scenario, 0, p.metric)
     perturbed = task_truth(p, task.scenario, base, 0)
-    base.truth = perturbed
+    if perturbed is not None:
+        base.truth = perturbed
     truth = Truth(base.cluster, base.workload, metric=p.metric, seeds=p.truth_seeds, truth=perturbed)
     seed_cv = truth.seed_cv(codec.reference())
     lab_cv = NoiseModel.from_dict(p.noise, metric=p.metric).cv(float(len(base.workload)), float(base.workload.duration_s))
