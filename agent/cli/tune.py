@@ -345,6 +345,15 @@ def _run_experiment(config: Any, be: Any, wl: Any, tuner: Any, out: Path, *, res
         be.close()
     print_summary(summary, out)
     print_where(out, summary)
+    fits = getattr(tuner, "fits", None)
+    if fits:  # the twin's refits, one per run (a resume recomputes them from the same runs)
+        import json
+
+        from functions.atomic import write_atomic
+
+        write_atomic(out / "twin-fits.json", json.dumps(fits, indent=1, sort_keys=True) + "\n")
+        console.print(f"twin: {len(fits)} fits, the last off by {100 * (fits[-1]['metric_error'] or 0):.1f} % on the "
+                      f"runs it saw ({out / 'twin-fits.json'})")
 
 
 tune_command = dataclass_command(

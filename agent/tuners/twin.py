@@ -59,6 +59,10 @@ class TwinTuner:
         from testbed.sim.backend import suite_specs
         from testbed.sim.twin import Twin
 
+        missing = sorted(set(view.workload.functions) - set(suite_specs()))
+        if missing:
+            raise AgentError(f"method 'twin': the workload names function(s) {missing} the suite has no spec for, "
+                             "so the twin cannot simulate them (scoretune functions list)")
         self.name = "twin"
         self.codec = codec
         self.view = view

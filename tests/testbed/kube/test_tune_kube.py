@@ -86,3 +86,37 @@ def test_a_bad_master_address_is_one_line(tmp_path):
     assert result.exit_code != 0 and "--master-bind-host: 'not an address' is not an IP address or a host name" \
         in result.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_tune_backend_kube_with_the_twin(tmp_path):
+    """``--method twin`` on the kube backend: the twin starts from the live Node objects (through the
+    importer), refits on each run's per-node breakdown (the served-by header) and logs its fits."""
+    from fakeapi import FakeKube
+
+    from testbed.kube.render import scheduler_objects
+    from testbed.scheduler.config import default_profile
+
+    fake = FakeKube(functions=("aes", "float-ops")).start()  # the twin simulates the suite's functions
+    fake.install_scheduler(scheduler_objects(default_profile("scoretune-scheduler"))[-2:])
+    try:
+        _tune_twin(fake, tmp_path)
+    finally:
+        fake.stop()
+
+
+def _tune_twin(fake, tmp_path):
+    fake.drain_after = 1
+    kubeconfig = write_kubeconfig(fake, tmp_path)
+    write_workload(make_workload(np.linspace(0.0, 1.0, 10), ["aes", "float-ops"] * 5, metadata={"name": "e2e"}),
+                   tmp_path / "w.parquet")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [
+        "tune", "--backend", "kube", "--kubeconfig", str(kubeconfig), "--ingress-url", fake.url,
+        "--workload", str(tmp_path / "w.parquet"), "--method", "twin", "--steps", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output + str(result.exception)
+    assert (out / "cluster-view" / "nodes.json").exists()
+    fits = json.loads((out / "twin-fits.json").read_text())
+    assert len(fits) == 3 and all(set(f["speed"]) == set(fits[0]["speed"]) for f in fits)
+    ref = json.loads((out / "runs" / "step-000" / "cand-0" / "summary.json").read_text())
+    assert sum(c["requests"] for c in ref["where"]["nodes"].values()) + ref["where"]["unserved"] == ref["count"]
