@@ -131,6 +131,6 @@ def mismatch_command(
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "mismatch.csv", table.to_csv(index=False, float_format="%.6g"))
     text = md_table(list(summary.columns), summary.itertuples(index=False), number="{:.3f}")
-    command = "scoretune twin mismatch " + " ".join(argv_tail("twin"))
+    command = "scoretune twin mismatch " + " ".join(argv_tail("mismatch"))
     write_atomic(out / "mismatch.md", f"Command: `{command}`\n\n{text}\n")
     console.print(text, markup=False, highlight=False)

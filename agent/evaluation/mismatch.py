@@ -1,4 +1,4 @@
-"""What each mismatch level does (docs/results/twin/mismatch.md): the rank correlation, over a
+"""What each mismatch level does (docs/results/twin/mismatch/mismatch.md): the rank correlation, over a
 fixed set of profiles, of the scenario as written with its perturbed truth.
 
 The scenario as written is the best twin a fit of the parametric parts could reach on the
@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 
 from agent.actions import ActionCodec
-from agent.evaluation.protocol import Protocol, task_truth
-from agent.objectives.sim import SimObjective, scenario_objective
+from agent.objectives.sim import SimObjective, mismatch_truth, scenario_objective
 
 PROFILES = 32
 """Quasi-random profiles of the box besides the default weights (a fixed set: seed 0)."""
@@ -41,7 +40,7 @@ def mismatch_table(scenarios: Sequence[str], levels: Sequence[str], *, seed: int
         base = np.array([written(codec.decode(a)) for a in actions])
         for lvl in levels:
             truth = SimObjective(written.cluster, written.workload, seed, written.metric,
-                                 truth=task_truth(Protocol(mismatch=lvl), name, written, seed))
+                                 truth=mismatch_truth(lvl, name, written.cluster, seed))
             values = np.array([truth(codec.decode(a)) for a in actions])
             rho = float(spearmanr(base, values).statistic) if np.ptp(base) > 0 and np.ptp(values) > 0 else float("nan")
             rows.append({"scenario": name, "level": lvl, "rho": rho, "default_ratio": float(values[0] / base[0])})

@@ -10,10 +10,9 @@ and method:
 
 How a run is measured and what the truth is are the two sides of the noise:
 
-- **noise-free** (no noise model; one truth seed): every run of an experiment is the scenario on
-  the simulator with the seed ``i`` (or ``--sim-seed``), memoised by profile, and the truth of a
-  profile is that very measurement. A measured value is exact, so every run any method made
-  bounds the oracle, and the truth is defined per (scenario, seed).
+- **noise-free** (no noise model; one truth seed): every run of an experiment is the scenario on the
+  simulator with the seed ``i`` (or ``--sim-seed``), memoised by profile; a profile's truth is that
+  measurement, so every run any method made bounds the oracle (truth per scenario and seed).
 - **noisy** (a noise model, ``truth_seeds >= 2``; agent.objectives.noise): every run draws a fresh
   simulator seed and a calibrated measurement error (common random numbers: the same stream for
   every method at a seed and budget), and the truth of a profile is its mean over truth seeds no
@@ -22,29 +21,28 @@ How a run is measured and what the truth is are the two sides of the noise:
 The oracle is the best truth among the top profiles of a 500-run TPE search (on the seed-``i``
 objective when noise-free, on simulator seed 0 when noisy) and every truth the rule above admits.
 Scores (agent.evaluation.scoring): improvement over the default weights, over the best baseline,
-and the share of the default→oracle gap closed.
+and the share of the default→oracle gap closed. With ``--mismatch`` the truth is the scenario
+perturbed as no twin is (agent.objectives.sim.mismatch_truth); tuners see only its view.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from agent.actions import ActionCodec, WeightSetting
+from agent.actions import ActionCodec
 from agent.compute import Compute, run_tasks
 from agent.errors import AgentError
-from agent.evaluation.runner import oracle_runs, oracle_top, run_experiment
+from agent.evaluation.runner import run_experiment
 from agent.evaluation.scoring import score
 from agent.evaluation.tables import make_out_dir, read_oracle_cache, read_results, write_tables
-from agent.objectives.protocol import Objective
+from agent.evaluation.worlds import ObjectiveFactory, _objective_seed, _worlds
 from agent.provenance import provenance
 from agent.tuners.applied import applied_setting, measured
 from agent.tuners.drive import wants_where
@@ -53,7 +51,6 @@ from functions.atomic import write_atomic
 
 log = logging.getLogger(__name__)
 
-ObjectiveFactory = Callable[[str, int, str], Objective]
 NOISY_BUDGETS = (1, 2, 3, 5, 10, 20)
 
 
@@ -117,95 +114,6 @@ class Task:
     """The oracle from an earlier evaluation's cache: a latency (noise-free) or profiles' actions."""
     prior: str | None = None
     """The transfer prior file of the methods that use the training tasks (None: the shipped one)."""
-
-
-@dataclass
-class World:
-    """What one task's experiments measure and are judged by."""
-
-    measurement: Callable[[int, int], Objective]
-    """``(seed, budget)`` → the objective a tuner measures."""
-    truth: Callable[[WeightSetting], float]
-    oracle: float
-    oracle_cache: Any
-    context: Mapping[str, float] = field(default_factory=dict)
-    noise: Mapping[str, float] = field(default_factory=lambda: {"noise_cv": 0.0, "lab_cv": 0.0, "seed_cv": 0.0})
-    view: Any = None
-    """What a tuner may know before its first run (agent.objectives.view.UserView); built from the
-    scenario as written, never from its perturbed truth."""
-
-
-def task_truth(p: Protocol, scenario: str, objective: Any, seed: int) -> Any:
-    """The perturbed truth of ``scenario``'s task ``seed`` at the protocol's mismatch level (None:
-    none): drawn from the scenario's name and the seed, so it is fixed before any method runs."""
-    if p.mismatch == "none":
-        return None
-    import zlib
-
-    from testbed.sim.backend import suite_specs
-    from testbed.sim.mismatch import level, perturb
-
-    return perturb(objective.cluster, suite_specs(), level(p.mismatch), zlib.crc32(scenario.encode()) + int(seed))
-
-
-def _objective_seed(p: Protocol, seed: int) -> int:
-    """The simulator seed of seed ``seed``'s objective (noise-free): the seed, or ``--sim-seed``."""
-    return seed if p.sim_seed is None else p.sim_seed
-
-
-def _exact_world(task: Task, seed: int, factory: ObjectiveFactory, codec: ActionCodec) -> World:
-    from agent.objectives.view import objective_view
-
-    p = task.protocol
-    objective = factory(task.scenario, _objective_seed(task.protocol, seed), p.metric)
-    view = objective_view(objective)
-    if p.mismatch != "none":
-        objective.truth = task_truth(p, task.scenario, objective, _objective_seed(p, seed))
-    if task.oracle_known is not None:
-        oracle = float(task.oracle_known)
-    elif p.oracle_runs > 0:
-        oracle = min(oracle_runs(objective, codec, p.oracle_runs, _objective_seed(task.protocol, seed))[1])
-    else:
-        oracle = math.inf
-    return World(lambda s, b: objective, objective, oracle, oracle, dict(objective.context()), view=view)
-
-
-def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> World:
-    from agent.objectives.noise import NoisyObjective, Truth, extra_cv
-    from agent.objectives.sim import workload_context
-    from agent.objectives.view import objective_view
-    from testbed.local.noise import NoiseModel
-
-    p = task.protocol
-    base = factory(task.scenario, 0, p.metric)
-    perturbed = task_truth(p, task.scenario, base, 0)
-    if perturbed is not None:
-        base.truth = perturbed
-    truth = Truth(base.cluster, base.workload, metric=p.metric, seeds=p.truth_seeds, truth=perturbed)
-    seed_cv = truth.seed_cv(codec.reference())
-    lab_cv = NoiseModel.from_dict(p.noise, metric=p.metric).cv(float(len(base.workload)), float(base.workload.duration_s))
-    noise_cv = extra_cv(lab_cv, seed_cv)
-    if task.oracle_known is not None:
-        top = [codec.decode(np.asarray(a, dtype=np.float32)) for a in task.oracle_known]
-    else:
-        top = oracle_top(base, codec, p.oracle_runs) if p.oracle_runs > 0 else []
-    oracle = min((truth(s) for s in top), default=math.inf)
-    context = workload_context(base.cluster, base.workload)
-
-    def measurement(seed: int, budget: int) -> Objective:
-        return NoisyObjective(base.cluster, base.workload, noise_cv=noise_cv, rng_seed=seed * 1009 + budget,
-                              metric=p.metric, name=f"{task.scenario}~noisy", context=context, truth=perturbed)
-
-    return World(measurement, truth, oracle, [codec.encode(s).tolist() for s in top], context,
-                 {"noise_cv": noise_cv, "lab_cv": lab_cv, "seed_cv": seed_cv}, view=objective_view(base))
-
-
-def _worlds(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> Iterator[tuple[tuple[int, ...], World]]:
-    if task.protocol.exact:
-        for seed in task.seeds:
-            yield (seed,), _exact_world(task, seed, factory, codec)
-    else:
-        yield task.seeds, _noisy_world(task, factory, codec)
 
 
 def run_task(task: Task, factory: ObjectiveFactory | None = None) -> dict[str, Any]:

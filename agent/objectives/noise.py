@@ -29,8 +29,7 @@ import numpy as np
 
 from agent.actions import WeightSetting
 from agent.errors import AgentError
-from agent.metrics import DEFAULT_TIMEOUT_S, metric_from_summary, run_facts
-from agent.objectives.sim import sim_run, sim_summary
+from agent.objectives.sim import sim_metric, sim_run, sim_summary
 
 TRUTH_SEED_BASE = 3_000_000_000
 """Truth seeds are ``TRUTH_SEED_BASE + k``; measurement seeds are drawn below it."""
@@ -83,12 +82,11 @@ class NoisyObjective:
         error = math.exp(self._sigma * float(self._rng.standard_normal()) - 0.5 * self._sigma**2)
         self.seeds.append(seed)
         self.runs += 1
-        summary = sim_summary(self.cluster, self.workload, setting, seed, truth=self.truth, where=self.collect_where)
-        timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
-        value = max(metric_from_summary(summary, self.metric, timeout), 1e-6)
-        self._facts[setting.label()] = run_facts(summary)
-        if self.collect_where:
-            self._where[setting.label()] = summary["where"]
+        kw = {"truth": self.truth} if self.truth is not None else {}
+        value, self._facts[setting.label()] = sim_run(self.cluster, self.workload, setting, seed, self.metric, **kw)
+        if self.collect_where:  # the same deterministic run, broken down per node
+            self._where[setting.label()] = sim_summary(self.cluster, self.workload, setting, seed, truth=self.truth,
+                                                       where=True)["where"]
         return value * error
 
     def where(self, setting: WeightSetting) -> Mapping[str, Any]:
@@ -124,8 +122,8 @@ class Truth:
         key = setting.label()
         hit = self._cache.get(key)
         if hit is None:
-            hit = np.array([sim_run(self.cluster, self.workload, setting, s, self.metric, truth=self.truth)[0]
-                            for s in self.seeds])
+            kw = {"truth": self.truth} if self.truth is not None else {}
+            hit = np.array([sim_metric(self.cluster, self.workload, setting, s, self.metric, **kw) for s in self.seeds])
             self._cache[key] = hit
         return hit
 

@@ -82,6 +82,20 @@ def sim_run(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metr
     return max(metric_from_summary(summary, metric, timeout), 1e-6), run_facts(summary)
 
 
+def mismatch_truth(mismatch: str, scenario: str, cluster: Any, seed: int) -> Any:
+    """The perturbed truth (testbed.sim.mismatch.Truth) of ``scenario``'s task ``seed`` at level
+    ``mismatch`` (None for none): drawn from the scenario's name and the seed, so it is fixed before
+    any method runs and the same for every method."""
+    if mismatch == "none":
+        return None
+    import zlib
+
+    from testbed.sim.backend import suite_specs
+    from testbed.sim.mismatch import level, perturb
+
+    return perturb(cluster, suite_specs(), level(mismatch), zlib.crc32(scenario.encode()) + int(seed))
+
+
 def sim_summary(cluster: Any, workload: Any, setting: WeightSetting, seed: int, *, truth: Any = None,
                 where: bool = False) -> dict[str, Any]:
     """The simulator's summary of one run (with the per-node breakdown when ``where``)."""
@@ -93,9 +107,10 @@ def sim_summary(cluster: Any, workload: Any, setting: WeightSetting, seed: int, 
                     config=truth.config, where=where)
 
 
-def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str) -> float:
+def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str, *, truth: Any = None
+               ) -> float:
     """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0)."""
-    return sim_run(cluster, workload, setting, seed, metric)[0]
+    return sim_run(cluster, workload, setting, seed, metric, truth=truth)[0]
 
 
 class SimObjective:

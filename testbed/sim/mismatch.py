@@ -12,7 +12,7 @@ A tuner that searches the simulator and is scored by the same simulator grades i
   load-dependent slowdown (a node runs slower as it fills), and network latency by zone from the
   ingress (nodes of one zone label share a draw; a node without one draws its own).
 
-The levels are sized by what they do, measured and committed (docs/results/twin/mismatch.md,
+The levels are sized by what they do, measured and committed (docs/results/twin/mismatch/mismatch.md,
 ``scoretune twin mismatch``): the rank correlation of the unperturbed simulator with the truth over a
 fixed set of profiles.
 
@@ -72,7 +72,7 @@ LEVELS: dict[str, MismatchLevel] = {
 }
 """Every level is the severe one scaled: 0.15, 0.35 and 1 were chosen so that the median rank
 correlation of the written scenario with its truth over 20 held-out gensmall tasks is about 0.95,
-0.85 and 0.6 (``scoretune twin mismatch``; docs/results/twin/mismatch.md has the measured values)."""
+0.85 and 0.6 (``scoretune twin mismatch``; docs/results/twin/mismatch/mismatch.md has the measured values)."""
 
 
 def level(name: str) -> MismatchLevel:
