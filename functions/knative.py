@@ -160,8 +160,8 @@ def service_manifest(
 
     ``scheduler_name`` sets ``spec.template.spec.schedulerName``, which Knative keeps only with the
     ``kubernetes.podspec-schedulername`` feature enabled (``pkg/apis/serving/fieldmask.go``).
-    ``node_name_env`` passes the node name to the runtime (``NODE_NAME`` from the downward API, for
-    the ``X-Scoretune-Node`` header); Knative admits a ``fieldRef`` only with the
+    ``node_name_env`` passes the node and pod names to the runtime (``NODE_NAME``, ``POD_NAME`` from
+    the downward API, for the ``X-Scoretune-Node`` and ``X-Scoretune-Pod`` headers); Knative admits a ``fieldRef`` only with the
     ``kubernetes.podspec-fieldref`` feature enabled. ``image`` overrides the spec's image, for a
     build pushed to another registry.
     """
@@ -174,7 +174,8 @@ def service_manifest(
         "livenessProbe": {"httpGet": {"path": LIVENESS_PATH}, "periodSeconds": 10, "failureThreshold": 3},
     }
     if node_name_env:
-        container["env"] = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+        container["env"] = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     template_spec: dict[str, Any] = {
         "containerConcurrency": spec.container_concurrency,
         "timeoutSeconds": timeout_s,

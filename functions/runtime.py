@@ -9,7 +9,8 @@ contract (knative/specs ``specs/serving/runtime-contract.md``, moved there from 
   handler module is imported and warmed, 503 before (and while draining);
 - ``SIGTERM`` drains: uvicorn stops accepting and waits for in-flight requests to finish, as
   Knative's queue-proxy expects after its pre-stop drain;
-- every response carries ``X-Scoretune-Node`` (env ``NODE_NAME``, when set) and
+- every response carries ``X-Scoretune-Node`` and ``X-Scoretune-Pod`` (env ``NODE_NAME`` and
+  ``POD_NAME``, when set: the Downward API's ``spec.nodeName`` and ``metadata.name``) and
   ``X-Scoretune-Cold-Start`` ("true" for the first request this instance serves, else "false").
 
 Handlers run off the event loop in worker threads, at most ``container concurrency`` at a time
@@ -65,6 +66,7 @@ SINGLE_THREAD_ENV = {
 }
 
 NODE_HEADER = "X-Scoretune-Node"
+POD_HEADER = "X-Scoretune-Pod"
 COLD_START_HEADER = "X-Scoretune-Cold-Start"
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
@@ -156,10 +158,12 @@ class FunctionApp:
         *,
         concurrency: int | None = None,
         node_name: str | None = None,
+        pod_name: str | None = None,
     ) -> None:
         self.config = config
         self.concurrency = config.container_concurrency if concurrency is None else concurrency
         self.node_name = node_name
+        self.pod_name = pod_name
         self.handler: Handler | None = None
         self.ready = threading.Event()  # loaded and warmed
         self.settled = threading.Event()  # loading finished, either way
@@ -218,6 +222,8 @@ class FunctionApp:
         headers = {}
         if self.node_name:
             headers[NODE_HEADER] = self.node_name
+        if self.pod_name:
+            headers[POD_HEADER] = self.pod_name
         if cold is not None:
             headers[COLD_START_HEADER] = "true" if cold else "false"
         return headers
@@ -303,7 +309,7 @@ def build_app(
         concurrency = concurrency_from_env(config, environ)
     if node_name is None:
         node_name = environ.get("NODE_NAME") or None
-    return FunctionApp(config, concurrency=concurrency, node_name=node_name)
+    return FunctionApp(config, concurrency=concurrency, node_name=node_name, pod_name=environ.get("POD_NAME") or None)
 
 
 def _server_class() -> type:

@@ -66,7 +66,7 @@ if _soft < _want:
 
 _plan: gevent.event.AsyncResult = gevent.event.AsyncResult()
 _records: dict[str, list] = {
-    k: [] for k in ("request_id", "sent_s", "finished_s", "status", "http_status", "node", "cold_start", "error")
+    k: [] for k in ("request_id", "sent_s", "finished_s", "status", "http_status", "node", "pod", "cold_start", "error")
 }
 _state: dict[str, Any] = {"index": 0, "written": False, "dispatching": False, "done_workers": 0}
 
@@ -176,6 +176,7 @@ def _on_request(request_type, name, response_time, response_length, response=Non
     r["status"].append(status)
     r["http_status"].append(code)
     r["node"].append(_header(response, "X-Scoretune-Node"))
+    r["pod"].append(_header(response, "X-Scoretune-Pod"))
     r["cold_start"].append(None if cold is None else cold.strip().lower() == "true")
     r["error"].append(_reason(exception, code, context.get("timeout_s", 0.0)))
 

@@ -128,6 +128,7 @@ def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | N
     error = np.full(n, UNREPORTED, dtype=object)
     http = np.full(n, -1, dtype=np.int64)
     node = np.full(n, None, dtype=object)
+    pod = np.full(n, None, dtype=object)
     cold = np.full(n, None, dtype=object)
     seen = np.zeros(n, dtype=bool)
     for path in sorted(records_dir.glob("records-*.json")):
@@ -146,6 +147,8 @@ def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | N
         error[rid] = np.asarray(reasons if reasons is not None else [None] * rid.size, dtype=object)
         http[rid] = [(-1 if c is None else int(c)) for c in rec["http_status"]]
         node[rid] = np.asarray(rec["node"], dtype=object)
+        pods = rec.get("pod")  # absent in records of older locustfiles
+        pod[rid] = np.asarray(pods if pods is not None else [None] * rid.size, dtype=object)
         cold[rid] = np.asarray(rec["cold_start"], dtype=object)
         seen[rid] = True
     scheduled = workload.frame["t_s"].to_numpy(dtype=np.float64)
@@ -163,6 +166,7 @@ def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | N
             "node": node,
             "cold_start": pd.array(cold.tolist(), dtype="boolean"),
             "error": error,  # missing (None/NaN) for a success
+            "pod": pod,  # the pod that answered (X-Scoretune-Pod), where the runtime says
         }
     )
     return table, int((~seen).sum())

@@ -7,7 +7,8 @@ schemas and the summary is a pure function of the table.
 
 ``requests.parquet`` may carry the optional columns of :data:`OPTIONAL_REQUEST_FIELDS` after the
 schema's: ``error``, why a request that is not ``ok`` failed ("connection refused", "HTTP 503",
-"timeout after 30 s"), which the Locust replay records and the simulator has no use for.
+"timeout after 30 s"), and ``pod``, the pod that answered (the runtime's ``X-Scoretune-Pod``),
+which the Locust replay records and the simulator has no use for.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ REQUESTS_SCHEMA = pa.schema(
     ]
 )
 
-OPTIONAL_REQUEST_FIELDS = (pa.field("error", pa.string()),)
+OPTIONAL_REQUEST_FIELDS = (pa.field("error", pa.string()), pa.field("pod", pa.string()))
 """Columns a requests table may add after REQUESTS_SCHEMA's (written only when present)."""
 
 PLACEMENTS_SCHEMA = pa.schema(

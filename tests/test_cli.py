@@ -3,6 +3,8 @@ becomes one line and exit 1."""
 
 from __future__ import annotations
 
+import re
+
 import typer
 from typer.testing import CliRunner
 
@@ -59,7 +61,8 @@ def test_help_lists_the_choices_from_one_list() -> None:
         assert f"{flag} <{'|'.join(values)}>" in result.output, (path, flag)  # --help lists the choices
     # --method has too many choices for its metavar: its help line lists them, from the same list
     result = runner.invoke(app, ["tune", "--help"], terminal_width=200)
-    assert "--method METHOD" in result.output and ", ".join(METHODS) in " ".join(result.output.split())
+    text = re.sub(r"(\w)- (\w)", r"\1-\2", " ".join(result.output.split()))  # rich wraps at a hyphen
+    assert "--method METHOD" in result.output and ", ".join(METHODS) in text
 
 
 def test_an_unknown_choice_is_a_usage_error_naming_the_option() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import typer
 
 from agent.cli.render import console
@@ -134,3 +135,93 @@ def mismatch_command(
     command = "scoretune twin mismatch " + " ".join(argv_tail("mismatch"))
     write_atomic(out / "mismatch.md", f"Command: `{command}`\n\n{text}\n")
     console.print(text, markup=False, highlight=False)
+
+
+@twin_app.command("tasks")
+def tasks_command(
+    family: str = typer.Option("gensmall", help="Generated family: gen, gentrace or gensmall (their gen-N names)."),
+    start: int = typer.Option(..., min=0, help="First member's seed (held-out 3000000, validation 4000000: "
+                              "seeds no training or earlier validation drew)."),
+    count: int = typer.Option(40, min=1, max=10_000, help="Tasks to select."),
+    min_headroom: float = typer.Option(10.0, min=0.0, max=100.0, help="Keep a member only if the oracle gets this "
+                                       "much (%) below the default weights."),
+    scan: int = typer.Option(200, min=1, max=100_000, help="Members scanned at most."),
+    runs: int = typer.Option(300, min=10, max=100_000, help="Runs of each member's oracle search (TPE)."),
+    jobs: int = typer.Option(2, min=1, max=256, help="Worker processes."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory for headroom.csv and tasks.txt."),
+) -> None:
+    """Fix a task set by seeds before any method is scored: the first COUNT members from START whose
+    default-to-oracle headroom is at least MIN_HEADROOM (the oracle involves no method)."""
+    from agent.cli.options import argv_tail
+    from agent.compute import Compute
+    from agent.evaluation.headroom import measure_headroom
+    from functions.atomic import write_atomic
+    from testbed.generated import PREFIXES
+
+    prefixes = {p.rstrip("-"): p for p in PREFIXES.values()}
+    if family not in prefixes:
+        raise AgentError(f"--family {family!r}: valid: {', '.join(sorted(prefixes))}")
+    if out.exists() and not out.is_dir():
+        raise AgentError(f"{out}: not a directory (--out names the report directory)")
+    names = [f"{prefixes[family]}{start + i}" for i in range(scan)]
+    frame = measure_headroom({f"{family} from {start}": names}, runs=runs, compute=Compute(jobs=jobs))
+    kept = frame[frame["headroom_pct"] >= min_headroom].head(count)
+    if len(kept) < count:
+        raise AgentError(f"only {len(kept)} of {scan} members reach {min_headroom:g} % headroom; scan more (--scan)")
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "headroom.csv", frame.to_csv(index=False, float_format="%.6g"))
+    write_atomic(out / "tasks.txt", ",".join(kept["task"]) + "\n")
+    h = kept["headroom_pct"]
+    command = "scoretune twin tasks " + " ".join(argv_tail("tasks"))
+    text = (f"Command: `{command}`\n\n{len(kept)} tasks (of {int(kept.index.max()) + 1} scanned) with headroom >= "
+            f"{min_headroom:g} %: median {h.median():.1f} %, min {h.min():.1f} %, max {h.max():.1f} %; "
+            f"every member scanned: median {frame['headroom_pct'].median():.1f} %.\n")
+    write_atomic(out / "README.md", text)
+    console.print(text, markup=False, highlight=False)
+
+
+@twin_app.command("time")
+def time_command(
+    tasks: str = typer.Option("lab:lab-small,lab:lab-taints,lab:lab-packing,gensmall-3000000,gensmall-3000001,"
+                              "gensmall-3000002", help="Tasks: lab:CLUSTER (the lab workload) or scenario names."),
+    steps: int = typer.Option(10, min=1, max=100, help="Runs after the reference."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the table here (Markdown)."),
+) -> None:
+    """How long the twin's work between two real runs takes on this machine (one process, one core):
+    the refit after a run plus the search for the next proposal, per step of an experiment on the
+    simulator (the issue's bound: 20 s)."""
+    import time as clock
+
+    from agent.actions import ActionCodec
+    from agent.cli.options import argv_tail
+    from agent.evaluation.headroom import _objective
+    from agent.formatting import md_table
+    from agent.objectives.view import objective_view
+    from agent.tuners.drive import Measured, drive
+    from agent.tuners.factory import make_tuner
+    from functions.atomic import write_atomic
+
+    codec = ActionCodec()
+    rows = []
+    for task in [t for t in tasks.split(",") if t]:
+        objective = _objective(task, "mean")
+        tuner = make_tuner("twin", codec, seed=0, view=objective_view(objective))
+        marks: list[tuple[float, float]] = []  # (entry, exit) of every measurement
+
+        def measure(step: int, action, objective=objective, marks=marks) -> Measured:  # noqa: ANN001
+            entry = clock.perf_counter()
+            s = codec.decode(action)
+            result = Measured(objective(s), objective.facts(s), objective.where(s))
+            marks.append((entry, clock.perf_counter()))
+            return result
+
+        drive(tuner, codec, steps, measure)
+        # between a run's end and the next run's start: the refit (tell) and the search (suggest)
+        between = [marks[k + 1][0] - marks[k][1] for k in range(len(marks) - 1)]
+        rows.append((task, len(objective.cluster.nodes), len(objective.workload), float(np.median(between)),
+                     float(max(between))))
+    text = md_table(["task", "nodes", "requests", "median s between runs", "max s"], rows)
+    console.print(text, markup=False, highlight=False)
+    if out is not None:
+        command = "scoretune twin time " + " ".join(argv_tail("time"))
+        write_atomic(out, f"Command: `{command}`\n\n{text}\n")

@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 
+import pandas as pd
 import pytest
 
 from loadgen.replay import _free_port, replay
@@ -20,7 +21,7 @@ def trace_driven_url(tmp_path):
     import functions.runtime  # noqa: F401 - the project's own module: a broken import fails, never skips
 
     port = _free_port()
-    env = {**os.environ, "NODE_NAME": "node-7"}
+    env = {**os.environ, "NODE_NAME": "node-7", "POD_NAME": "trace-driven-00001-deployment-abc"}
     proc = subprocess.Popen([sys.executable, "-m", "functions.runtime", "--function", "trace-driven", "--port", str(port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
@@ -47,5 +48,7 @@ def test_replay_records_the_runtime_placement_headers(trace_driven_url, tmp_path
     assert result.summary["ok"] == 6, result.requests[["status", "http_status"]]
     req = result.requests.sort_values("scheduled_s")
     assert (req["node"] == "node-7").all()
+    assert (req["pod"] == "trace-driven-00001-deployment-abc").all()  # the pod that answered, from the Downward API
+    assert (pd.read_parquet(tmp_path / "run" / "requests.parquet")["pod"] == "trace-driven-00001-deployment-abc").all()
     assert req["cold_start"].tolist() == [True] + [False] * 5
     assert (req["latency_s"] >= 0.005).all()
