@@ -16,7 +16,7 @@ import numpy as np
 
 from agent.actions import ActionCodec
 from agent.errors import AgentError
-from agent.tuners.drive import observe
+from agent.tuners.drive import observe, wants_where
 from agent.tuners.protocol import Tuner
 from agent.tuners.search import OptunaTuner
 
@@ -45,6 +45,8 @@ class HandOver:
         self.codec = codec
         self.name = f"{getattr(first, 'name', 'tuner')}+gp{self.k}"
         self._asked = 0
+        if wants_where(first):  # the twin's refits need each run's per-node breakdown
+            self.observe_where = first.observe_where  # type: ignore[attr-defined]
 
     def suggest(self) -> np.ndarray:
         self._asked += 1

@@ -25,7 +25,7 @@ import numpy as np
 from agent.actions import ActionCodec, WeightSetting
 from agent.errors import AgentError
 from agent.tuners.applied import measured
-from agent.tuners.drive import observe
+from agent.tuners.drive import observe, wants_where
 from agent.tuners.search import OptunaTuner
 
 _REEVAL = re.compile(r"reeval(?P<k>\d+)?")
@@ -60,6 +60,8 @@ class Reeval:
 
     def __init__(self, inner: Any, codec: ActionCodec, steps: int, rule: NoiseRule) -> None:
         self.inner = inner
+        if wants_where(inner):  # the twin's refits need each explored run's per-node breakdown
+            self.observe_where = inner.observe_where
         self.codec = getattr(inner, "codec", codec)
         self.name = f"{getattr(inner, 'name', 'tuner')}+reeval"
         self.explore = steps - rule.remeasures(steps)

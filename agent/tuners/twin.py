@@ -83,6 +83,7 @@ class TwinTuner:
         self.fits: list[dict[str, Any]] = []
         """One record per refit (runs, errors, parameters, seconds): what the live log keeps."""
         self.last_search: dict[str, Any] = {}
+        self.last_fit: Any = None
 
     # ------------------------------------------------------------------------------- observations
     def observe_where(self, where: Mapping[str, Any]) -> None:

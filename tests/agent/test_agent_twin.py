@@ -145,3 +145,16 @@ def test_resume_replays_the_fits(tmp_path) -> None:
     resumed = [json.loads(line)["label"] for line in (out / "experiment.jsonl").read_text().splitlines()]
     assert resumed[:len(full)] == full  # the same proposals: the fits were replayed
     assert Path(out / "runs" / "step-002").exists()
+
+
+def test_wrappers_pass_the_breakdown_on_to_the_twin(lab) -> None:
+    """``twin+gp3`` and ``twin+reeval``: the wrapped twin still refits after every run it is told."""
+    from agent.objectives.view import user_view
+
+    cluster, workload = lab
+    for method in ("twin+gp2", "twin+reeval1"):
+        tuner = make_tuner(method, CODEC, seed=1, steps=3, view=user_view(cluster, workload))
+        run_experiment(tuner, SimObjective(cluster, workload, 0), 3, CODEC)
+        inner = getattr(tuner, "first", None) or tuner.inner
+        assert len(inner.fits) >= 3, method
+    assert not hasattr(make_tuner("gp+gp2", CODEC, seed=1), "observe_where")  # only a reader asks for it
