@@ -225,3 +225,32 @@ def time_command(
     if out is not None:
         command = "scoretune twin time " + " ".join(argv_tail("time"))
         write_atomic(out, f"Command: `{command}`\n\n{text}\n")
+
+
+@twin_app.command("compare")
+def compare_command(
+    results: Path = typer.Argument(..., help="An evaluation's output directory (results.csv)."),
+    method: str = typer.Option("twin", help="The method compared with every other."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the table here (Markdown)."),
+) -> None:
+    """METHOD against every other method at T = 1, 2, 3, 5, 10: gap closed minus the other's, paired
+    by task with a 95 % interval over tasks, and the share of the other's regret it removes."""
+    from agent.cli.options import argv_tail
+    from agent.evaluation.compare import compare
+    from agent.evaluation.scoring import score
+    from agent.evaluation.tables import read_results
+    from agent.formatting import md_table
+    from functions.atomic import write_atomic
+
+    rows_in = read_results(results)
+    scored = score(rows_in.to_dict("records"), int(rows_in["budget"].max()))  # the oracle, as evaluate scored it
+    table = compare(scored, method)
+    rows = [(r.other, r.T, r.tasks, f"{100 * r.gap:.0f}", f"{100 * r.other_gap:.0f}",
+             f"{100 * r.difference:+.1f} [{100 * r.low:+.1f}, {100 * r.high:+.1f}]", f"{100 * r.regret_cut:+.0f}")
+            for r in table.itertuples(index=False)]
+    text = md_table(["other", "T", "tasks", f"{method} gap %", "other gap %", "difference (pp, 95 % CI over tasks)",
+                     "regret cut %"], rows)
+    console.print(text, markup=False, highlight=False)
+    if out is not None:
+        command = "scoretune twin compare " + " ".join(argv_tail("compare"))
+        write_atomic(out, f"Command: `{command}`\n\n{text}\n")

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -158,3 +159,37 @@ def test_wrappers_pass_the_breakdown_on_to_the_twin(lab) -> None:
         inner = getattr(tuner, "first", None) or tuner.inner
         assert len(inner.fits) >= 3, method
     assert not hasattr(make_tuner("gp+gp2", CODEC, seed=1), "observe_where")  # only a reader asks for it
+
+
+@pytest.mark.parametrize("args, message", [
+    (["twin", "tasks", "--family", "bogus", "--start", "3000000"], "--family 'bogus': valid: gen, gensmall, gentrace"),
+    (["twin", "mismatch", "--scenarios", "lab-web", "--levels", "mild,bogus"], "unknown mismatch level 'bogus'"),
+    (["twin", "fit", "{tmp}/nope", "--cluster", "lab-small", "--workload", "{tmp}/w.parquet"], "not a run directory"),
+])
+def test_twin_commands_refuse_bad_input_in_one_line(tmp_path, args, message) -> None:
+    out = tmp_path / "out"
+    write_workload(lab_workload(3, duration_s=5.0), tmp_path / "w.parquet")
+    result = runner.invoke(app, [*(a.replace("{tmp}", str(tmp_path)) for a in args), "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_compare_pairs_by_task() -> None:
+    """The paired difference by hand: two tasks, two seeds, noise-free curves."""
+    from agent.evaluation.compare import compare
+
+    rows = []
+    for scenario, ref, orc in (("a", 10.0, 5.0), ("b", 4.0, 2.0)):
+        for seed in (0, 1):
+            rows.append({"method": "x", "scenario": scenario, "seed": seed, "metrics": [ref, ref - 0.5 * (ref - orc)],
+                         "true_reference": ref, "oracle": orc, "truth_seeds": 1})
+            rows.append({"method": "y", "scenario": scenario, "seed": seed, "metrics": [ref, ref],
+                         "true_reference": ref, "oracle": orc, "truth_seeds": 1})
+    frame = pd.DataFrame(rows)
+    frame.attrs["exact"] = True
+    table = compare(frame, "x", budgets=(1,))
+    row = table.iloc[0]
+    assert (row["other"], row["T"], row["tasks"]) == ("y", 1, 2)
+    assert row["gap"] == pytest.approx(0.5) and row["other_gap"] == 0.0 and row["difference"] == pytest.approx(0.5)
+    assert row["regret_cut"] == pytest.approx(0.5)  # half the regret of a method that closes nothing

@@ -1,0 +1,63 @@
+"""One method against the others, paired by task: the figures issue 34's targets are stated in.
+
+An evaluation's budget table averages over tasks within each seed and puts its interval over seeds.
+A claim such as "above GP-BO with the interval above zero" needs the difference *paired by task*:
+per task, the mean over seeds of the method's gap closed minus the other's, and a 95 % Student-t
+interval over tasks. The normalised regret is ``1 - gap closed``; "50 % less regret than GP-BO" is
+``1 - mean regret(method) / mean regret(other) >= 0.5``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from agent.errors import AgentError
+from agent.evaluation.scoring import _closed
+from agent.stats import mean_ci
+
+BUDGETS = (1, 2, 3, 5, 10)
+
+
+def gap_by_budget(frame: pd.DataFrame, budgets: Sequence[int] = BUDGETS) -> pd.DataFrame:
+    """One row per (method, scenario, seed, budget) with the gap closed at that budget: read off
+    the run curve when noise-free (the best measured so far is the truth), the row's own when noisy."""
+    if "oracle" not in frame.columns:
+        raise AgentError("the results have no oracle column (an output of `scoretune evaluate` or `combine`)")
+    exact = bool(frame.attrs.get("exact", int(frame["truth_seeds"].max()) == 1))
+    out = []
+    if exact:
+        ref, orc = frame["true_reference"].to_numpy(float), frame["oracle"].to_numpy(float)
+        steps = int(frame["metrics"].map(len).min()) - 1
+        for t in [b for b in budgets if b <= steps]:
+            best = frame["metrics"].map(lambda m, t=t: min(m[: t + 1])).to_numpy(dtype=float)
+            out.append(frame[["method", "scenario", "seed"]].assign(budget=t, gap=_closed(ref, best, orc)))
+    else:
+        rows = frame[frame["budget"].isin(budgets)]
+        gap = _closed(rows["true_reference"].to_numpy(float), rows["true_applied"].to_numpy(float),
+                      rows["oracle"].to_numpy(float))
+        out.append(rows[["method", "scenario", "seed", "budget"]].assign(gap=gap))
+    return pd.concat(out, ignore_index=True)
+
+
+def compare(frame: pd.DataFrame, method: str, budgets: Sequence[int] = BUDGETS) -> pd.DataFrame:
+    """Per other method and budget: ``method``'s gap closed minus the other's, paired by task (mean
+    over seeds per task, 95 % interval over tasks), and the share of regret ``method`` removes."""
+    g = gap_by_budget(frame, budgets)
+    if method not in set(g["method"]):
+        raise AgentError(f"method {method!r} is not in the results; they hold {sorted(set(g['method']))}")
+    per_task = g.groupby(["method", "budget", "scenario"])["gap"].mean()
+    rows = []
+    for other in [m for m in dict.fromkeys(g["method"]) if m != method]:
+        for t in sorted(set(g["budget"])):
+            a, b = per_task.loc[method, t], per_task.loc[other, t]
+            common = a.index.intersection(b.index)
+            d = (a[common] - b[common]).to_numpy()
+            ci = mean_ci(d)
+            regret_a, regret_b = float(np.mean(1 - a[common])), float(np.mean(1 - b[common]))
+            rows.append({"other": other, "T": int(t), "tasks": len(common), "gap": float(a[common].mean()),
+                         "other_gap": float(b[common].mean()), "difference": ci.mean, "low": ci.low, "high": ci.high,
+                         "regret_cut": 1 - regret_a / regret_b if regret_b > 1e-12 else float("nan")})
+    return pd.DataFrame(rows)
