@@ -205,6 +205,7 @@ def time_command(
     rows = []
     for task in [t for t in tasks.split(",") if t]:
         objective = _objective(task, "mean")
+        objective.collect_where = True  # each run's breakdown from the run itself
         tuner = make_tuner("twin", codec, seed=0, view=objective_view(objective))
         marks: list[tuple[float, float]] = []  # (entry, exit) of every measurement
 

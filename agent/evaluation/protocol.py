@@ -45,7 +45,6 @@ from agent.evaluation.tables import make_out_dir, read_oracle_cache, read_result
 from agent.evaluation.worlds import ObjectiveFactory, _objective_seed, _worlds
 from agent.provenance import provenance
 from agent.tuners.applied import applied_setting, measured
-from agent.tuners.drive import wants_where
 from agent.tuners.factory import is_method, make_tuner
 from functions.atomic import write_atomic
 
@@ -136,8 +135,6 @@ def run_task(task: Task, factory: ObjectiveFactory | None = None) -> dict[str, A
                                        context=world.context, prior=Path(task.prior) if task.prior else None,
                                        view=world.view)
                     objective = world.measurement(seed, budget)
-                    if wants_where(tuner) and hasattr(objective, "collect_where"):
-                        objective.collect_where = True
                     settings, values = run_experiment(tuner, objective, budget, getattr(tuner, "codec", codec))
                     applied = applied_setting(tuner, settings, values)
                     table = measured(settings, values)

@@ -26,6 +26,8 @@ def run_experiment(tuner: Tuner, objective: Objective, steps: int, codec: Action
 
     facts = getattr(objective, "facts", None)
     where = getattr(objective, "where", None) if wants_where(tuner) else None
+    if callable(where) and hasattr(objective, "collect_where"):
+        objective.collect_where = True  # the breakdown from the measured run itself, not a second run
 
     def measure(step: int, action) -> float | Measured:
         settings.append(codec.decode(action))

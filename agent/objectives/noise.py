@@ -29,7 +29,7 @@ import numpy as np
 
 from agent.actions import WeightSetting
 from agent.errors import AgentError
-from agent.objectives.sim import sim_metric, sim_run, sim_summary
+from agent.objectives.sim import measured_run, sim_metric, sim_run, sim_summary
 
 TRUTH_SEED_BASE = 3_000_000_000
 """Truth seeds are ``TRUTH_SEED_BASE + k``; measurement seeds are drawn below it."""
@@ -82,11 +82,13 @@ class NoisyObjective:
         error = math.exp(self._sigma * float(self._rng.standard_normal()) - 0.5 * self._sigma**2)
         self.seeds.append(seed)
         self.runs += 1
-        kw = {"truth": self.truth} if self.truth is not None else {}
-        value, self._facts[setting.label()] = sim_run(self.cluster, self.workload, setting, seed, self.metric, **kw)
-        if self.collect_where:  # the same deterministic run, broken down per node
-            self._where[setting.label()] = sim_summary(self.cluster, self.workload, setting, seed, truth=self.truth,
-                                                       where=True)["where"]
+        if self.collect_where:  # one run gives the metric, the facts and the breakdown
+            summary = sim_summary(self.cluster, self.workload, setting, seed, truth=self.truth, where=True)
+            self._where[setting.label()] = summary["where"]
+            value, self._facts[setting.label()] = measured_run(summary, self.metric)
+        else:
+            kw = {"truth": self.truth} if self.truth is not None else {}
+            value, self._facts[setting.label()] = sim_run(self.cluster, self.workload, setting, seed, self.metric, **kw)
         return value * error
 
     def where(self, setting: WeightSetting) -> Mapping[str, Any]:

@@ -77,7 +77,11 @@ def sim_run(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metr
     """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0) and the
     run's facts (agent.metrics.run_facts). ``truth`` (testbed.sim.mismatch.Truth) runs the
     perturbed cluster in place of ``cluster``."""
-    summary = sim_summary(cluster, workload, setting, seed, truth=truth)
+    return measured_run(sim_summary(cluster, workload, setting, seed, truth=truth), metric)
+
+
+def measured_run(summary: Mapping[str, Any], metric: str) -> tuple[float, dict[str, float]]:
+    """A simulator summary's latency metric (seconds, > 0) and facts (agent.metrics.run_facts)."""
     timeout = float(summary.get("timeout_s") or DEFAULT_TIMEOUT_S)
     return max(metric_from_summary(summary, metric, timeout), 1e-6), run_facts(summary)
 
@@ -128,20 +132,28 @@ class SimObjective:
         self.name = name or f"{getattr(cluster, 'name', 'cluster')}/{workload.name}@{seed}"
         self._cache: dict[str, tuple[float, dict[str, float]]] = {}
         self._where: dict[str, dict[str, Any]] = {}
+        self.collect_where = False
+        """Keep each run's per-node breakdown as it runs (the evaluation's runner sets it for a
+        tuner that reads it)."""
         self.runs = 0
 
     def _run(self, setting: WeightSetting) -> tuple[float, dict[str, float]]:
         key = setting.label()
         hit = self._cache.get(key)
         if hit is None:
-            hit = sim_run(self.cluster, self.workload, setting, self.seed, self.metric, truth=self.truth)
+            if self.collect_where:  # one run gives the metric, the facts and the breakdown
+                summary = sim_summary(self.cluster, self.workload, setting, self.seed, truth=self.truth, where=True)
+                self._where[key] = summary["where"]
+                hit = measured_run(summary, self.metric)
+            else:
+                hit = sim_run(self.cluster, self.workload, setting, self.seed, self.metric, truth=self.truth)
             self.runs += 1
             self._cache[key] = hit
         return hit
 
     def where(self, setting: WeightSetting) -> dict[str, Any]:
-        """The per-node breakdown of ``setting``'s run (loadgen.where): the same deterministic run,
-        computed only for a tuner that reads it."""
+        """The per-node breakdown of ``setting``'s run (loadgen.where): kept from the run itself with
+        ``collect_where`` (set for a tuner that reads it), else the same deterministic run again."""
         key = setting.label()
         if key not in self._where:
             self._where[key] = sim_summary(self.cluster, self.workload, setting, self.seed, truth=self.truth,

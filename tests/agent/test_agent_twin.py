@@ -102,14 +102,19 @@ def test_unknown_mismatch_is_one_line_and_writes_nothing(tmp_path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_tune_with_twin_on_sim_then_report_and_fit(tmp_path) -> None:
+def _own(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A user's cluster and workload files, and the `tune --method twin` arguments on them."""
     cluster = tmp_path / "c.yaml"
     shutil.copy(CLUSTERS_DIR / "lab-small.yaml", cluster)
     wl = tmp_path / "w.parquet"
     write_workload(lab_workload(3, duration_s=15.0), wl)
+    return cluster, wl, ["tune", "--backend", "sim", "--cluster", str(cluster), "--workload", str(wl), "--method", "twin"]
+
+
+def test_tune_with_twin_on_sim_then_report_and_fit(tmp_path) -> None:
+    cluster, wl, args = _own(tmp_path)
     out = tmp_path / "exp"
-    result = runner.invoke(app, ["tune", "--backend", "sim", "--cluster", str(cluster), "--workload", str(wl),
-                                 "--method", "twin", "--steps", "2", "--out", str(out)])
+    result = runner.invoke(app, [*args, "--steps", "2", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "where the time went, reference (step 0):" in result.output
     summary = json.loads((out / "runs" / "step-000" / "cand-0" / "summary.json").read_text())
@@ -130,12 +135,8 @@ def test_tune_with_twin_on_sim_then_report_and_fit(tmp_path) -> None:
 
 def test_resume_replays_the_fits(tmp_path) -> None:
     """A resumed twin experiment refits on the logged runs' breakdowns before its next proposal."""
-    cluster = tmp_path / "c.yaml"
-    shutil.copy(CLUSTERS_DIR / "lab-small.yaml", cluster)
-    wl = tmp_path / "w.parquet"
-    write_workload(lab_workload(3, duration_s=15.0), wl)
+    _, _, args = _own(tmp_path)
     out = tmp_path / "exp"
-    args = ["tune", "--backend", "sim", "--cluster", str(cluster), "--workload", str(wl), "--method", "twin"]
     assert runner.invoke(app, [*args, "--steps", "3", "--out", str(out)]).exit_code == 0
     full = [json.loads(line)["label"] for line in (out / "experiment.jsonl").read_text().splitlines()]
     lines = (out / "experiment.jsonl").read_text().splitlines()

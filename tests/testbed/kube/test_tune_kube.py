@@ -18,16 +18,21 @@ CMS = "/api/v1/namespaces/kube-system/configmaps"
 DEP = "/apis/apps/v1/namespaces/kube-system/deployments/scoretune-scheduler"
 
 
-@pytest.mark.slow
-def test_tune_backend_kube_runs_the_loop(fake, tmp_path):
+def _tune(fake, tmp_path, functions: list[str], method: str, out):
+    """`tune --backend kube` on the fake for two steps, a 10-request workload over ``functions``."""
     fake.drain_after = 1  # the functions are back at zero whenever reset() looks
     kubeconfig = write_kubeconfig(fake, tmp_path)
-    write_workload(make_workload(np.linspace(0.0, 1.0, 10), ["fn-a", "fn-b"] * 5, metadata={"name": "e2e"}),
+    write_workload(make_workload(np.linspace(0.0, 1.0, 10), functions * 5, metadata={"name": "e2e"}),
                    tmp_path / "w.parquet")
-    out = tmp_path / "out"
-    result = CliRunner().invoke(app, [
+    return CliRunner().invoke(app, [
         "tune", "--backend", "kube", "--kubeconfig", str(kubeconfig), "--ingress-url", fake.url,
-        "--workload", str(tmp_path / "w.parquet"), "--method", "random", "--steps", "2", "--out", str(out)])
+        "--workload", str(tmp_path / "w.parquet"), "--method", method, "--steps", "2", "--out", str(out)])
+
+
+@pytest.mark.slow
+def test_tune_backend_kube_runs_the_loop(fake, tmp_path):
+    out = tmp_path / "out"
+    result = _tune(fake, tmp_path, ["fn-a", "fn-b"], "random", out)
     assert result.exit_code == 0, result.output + str(result.exception)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["backend"] == "kube"
@@ -106,14 +111,8 @@ def test_tune_backend_kube_with_the_twin(tmp_path):
 
 
 def _tune_twin(fake, tmp_path):
-    fake.drain_after = 1
-    kubeconfig = write_kubeconfig(fake, tmp_path)
-    write_workload(make_workload(np.linspace(0.0, 1.0, 10), ["aes", "float-ops"] * 5, metadata={"name": "e2e"}),
-                   tmp_path / "w.parquet")
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, [
-        "tune", "--backend", "kube", "--kubeconfig", str(kubeconfig), "--ingress-url", fake.url,
-        "--workload", str(tmp_path / "w.parquet"), "--method", "twin", "--steps", "2", "--out", str(out)])
+    result = _tune(fake, tmp_path, ["aes", "float-ops"], "twin", out)
     assert result.exit_code == 0, result.output + str(result.exception)
     assert (out / "cluster-view" / "nodes.json").exists()
     fits = json.loads((out / "twin-fits.json").read_text())
