@@ -17,6 +17,12 @@ shipped tuner against GP-BO, per scenario and seed: the relative latency of the 
 ``100 (1 - (1 - i_p) / (1 - i_gp))`` from the applied improvements ``i`` (at gains of 50-80 % a
 few points of improvement are tens of percent of latency); over all scenarios, a 95 % interval
 over those (scenario, seed) values.
+
+The table by budget (``budget.md``) reads each experiment's log: the best improvement measured in
+its first ``T`` runs (0 when none beat the reference), the mean over seeds.
+These are single unreplicated runs, the best of ``T`` of them (a winner's curse that grows with
+``T``), so the fair yardstick for a short budget is GP-BO's *confirmed* gain at the full budget:
+the last lines give each method's mean at ``T`` as a share of it.
 """
 
 from __future__ import annotations
@@ -139,6 +145,28 @@ def experiment_row(directory: Path) -> dict[str, Any]:
     }
 
 
+def experiment_curve(directory: Path) -> list[float]:
+    """The improvement (%) each step after the reference measured, in order (a voided run is rerun
+    within its step, so every step has one)."""
+    path = directory / "experiment.jsonl"
+    curve: list[float] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for line in lines:
+            record = json.loads(line)
+            if int(record.get("step", 0)) == 0:
+                continue
+            curve.append(float(record["improvement_pct"]))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise InputError(f"not a tune experiment log ({type(err).__name__})", file=path) from None
+    return curve
+
+
+def best_by(curve: Sequence[float], budget: int) -> float:
+    """The best improvement measured in the first ``budget`` runs, 0 (the reference) if none beat it."""
+    return max([0.0, *curve[:budget]])
+
+
 def collect(out: Path, scenarios: Sequence[str], methods: Sequence[str], seeds: Sequence[int]) -> pd.DataFrame:
     rows = []
     for scenario in scenarios:
@@ -147,7 +175,8 @@ def collect(out: Path, scenarios: Sequence[str], methods: Sequence[str], seeds: 
                 d = experiment_dir(out, scenario, method, seed)
                 if not (d / "summary.json").exists():
                     raise AgentError(f"{d}: not finished; run `scoretune lab-table` without --report-only first")
-                rows.append({**experiment_row(d), "scenario": scenario, "method": method})
+                rows.append({**experiment_row(d), "scenario": scenario, "method": method,
+                             "curve": experiment_curve(d)})
     return pd.DataFrame(rows)
 
 
@@ -183,9 +212,42 @@ def lab_markdown(frame: pd.DataFrame, shipped: str, baseline: str = "gp") -> str
     return "\n".join(lines) + "\n"
 
 
+BUDGETS = (1, 2, 3, 5, 10)
+
+
+def budget_markdown(frame: pd.DataFrame, baseline: str = "gp", budgets: Sequence[int] = BUDGETS) -> str:
+    """Per scenario and method, the best measured improvement within T runs (mean over seeds); then
+    each method's mean over every experiment as a share of ``baseline``'s confirmed (applied) gain."""
+    budgets = [t for t in budgets if t <= max(len(c) for c in frame["curve"])]
+    methods = list(dict.fromkeys(frame["method"]))
+    lines = ["| scenario | method | " + " | ".join(f"T = {t}" for t in budgets) + " |",
+             "|---|---|" + "---:|" * len(budgets)]
+    for (scenario, method), g in frame.groupby(["scenario", "method"], sort=False):
+        cells = [f"{np.mean([best_by(c, t) for c in g['curve']]):+.1f}" for t in budgets]
+        lines.append(f"| {md_cell(str(scenario))} | {md_cell(str(method))} | " + " | ".join(cells) + " |")
+    for method in methods:
+        g = frame[frame["method"] == method]
+        cells = [f"{np.mean([best_by(c, t) for c in g['curve']]):+.1f}" for t in budgets]
+        lines.append(f"| **all scenarios** | {md_cell(method)} | " + " | ".join(cells) + " |")
+    if baseline in methods:
+        yardstick = float(frame[frame["method"] == baseline]["applied_pct"].mean())
+        lines += ["", f"As a share of {baseline}'s confirmed gain at the full budget ({yardstick:+.1f} %, the "
+                  "mean applied improvement over its experiments):", "",
+                  "| method | " + " | ".join(f"T = {t}" for t in budgets) + " |", "|---|" + "---:|" * len(budgets)]
+        for method in methods:
+            g = frame[frame["method"] == method]
+            shares = [100.0 * np.mean([best_by(c, t) for c in g["curve"]]) / yardstick if yardstick > 0 else float("nan")
+                      for t in budgets]
+            lines.append(f"| {md_cell(method)} | " + " | ".join(f"{v:.0f} %" for v in shares) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write_report(out: Path, frame: pd.DataFrame, shipped: str, config: dict[str, Any]) -> Path:
     flat = frame.copy()
     flat["pairs"] = flat["pairs"].map(json.dumps)
+    if "curve" in flat:
+        flat["curve"] = flat["curve"].map(json.dumps)
+        write_atomic(out / "budget.md", budget_markdown(frame))
     write_atomic(out / "results.csv", flat.to_csv(index=False))
     write_atomic(out / "table.md", lab_markdown(frame, shipped))
     write_atomic(out / "lab-table.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")

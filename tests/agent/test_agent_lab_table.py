@@ -8,10 +8,11 @@ import json
 import pytest
 
 from agent.errors import AgentError, InputError
-from agent.evaluation.lab_table import LabMethod, collect, experiment_dir, lab_markdown, write_report
+from agent.evaluation.lab_table import (LabMethod, budget_markdown, collect, experiment_dir, lab_markdown,
+                                        write_report)
 
 
-def write_experiment(out, scenario, method, seed, *, applied, refs=(), cands=()):
+def write_experiment(out, scenario, method, seed, *, applied, refs=(), cands=(), curve=(50.0,)):
     d = experiment_dir(out, scenario, method, seed)
     d.mkdir(parents=True)
     conf = {"reference_samples": list(refs), "samples": list(cands)} if refs else None
@@ -20,6 +21,8 @@ def write_experiment(out, scenario, method, seed, *, applied, refs=(), cands=())
                "verdict": "improvement" if applied else "no-difference", "applied_label": "x"}
     (d / "summary.json").write_text(json.dumps(summary))
     (d / "config.json").write_text(json.dumps({"seed": seed}))
+    steps = [{"step": 0, "improvement_pct": 0.0}] + [{"step": i + 1, "improvement_pct": v} for i, v in enumerate(curve)]
+    (d / "experiment.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
 
 
 def test_applied_improvement_and_the_comparison_by_hand(tmp_path):
@@ -38,6 +41,25 @@ def test_applied_improvement_and_the_comparison_by_hand(tmp_path):
     assert "(seeds: +30.0, +0.0)" in table and "(seeds: +50.0, +50.0)" in table
     path = write_report(tmp_path, frame.reset_index(), "policy", {"command": "test"})
     assert path.read_text() == table
+
+
+def test_the_table_by_budget_is_the_best_measured_so_far_against_the_confirmed_yardstick(tmp_path):
+    # gp: confirmed +40 % and +20 % (yardstick 30); its runs measured -10, 30, 60 and 20, -5, 45
+    write_experiment(tmp_path, "lab-a", "gp", 0, applied=True, refs=(1.0,), cands=(0.6,), curve=(-10.0, 30.0, 60.0))
+    write_experiment(tmp_path, "lab-a", "gp", 1, applied=True, refs=(1.0,), cands=(0.8,), curve=(20.0, -5.0, 45.0))
+    write_experiment(tmp_path, "lab-a", "twin", 0, applied=True, refs=(1.0,), cands=(0.7,), curve=(27.0, 10.0, 5.0))
+    write_experiment(tmp_path, "lab-a", "twin", 1, applied=False, refs=(1.0,), cands=(1.0,), curve=(-3.0, -1.0, 9.0))
+    table = budget_markdown(collect(tmp_path, ["lab-a"], ["gp", "twin"], [0, 1]))
+    # best so far: gp T=1 (0, 20) -> 10, T=2 (30, 20) -> 25, T=3 (60, 45) -> 52.5; twin (27, 0), (27, 0), (27, 9)
+    assert "| lab-a | gp | +10.0 | +25.0 | +52.5 |" in table
+    assert "| lab-a | twin | +13.5 | +13.5 | +18.0 |" in table
+    assert "(+30.0 %, the mean applied" in table
+    assert "| twin | 45 % | 45 % | 60 % |" in table and "| gp | 33 % | 83 % | 175 % |" in table
+    write_report(tmp_path, collect(tmp_path, ["lab-a"], ["gp", "twin"], [0, 1]), "twin", {})
+    assert (tmp_path / "budget.md").read_text() == table
+    (experiment_dir(tmp_path, "lab-a", "gp", 1) / "experiment.jsonl").write_text('{"step": 1}\n')
+    with pytest.raises(InputError, match="experiment.jsonl.*not a tune experiment log"):
+        collect(tmp_path, ["lab-a"], ["gp"], [1])
 
 
 def test_an_unfinished_experiment_is_named(tmp_path):
