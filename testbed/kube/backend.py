@@ -36,6 +36,7 @@ the rollback path and the timeouts. docs/lab.md says the same.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import threading
@@ -52,6 +53,20 @@ import pandas as pd
 from loadgen.results import RunResult, empty_placements, write_run
 from testbed.cluster import ClusterSpec, cluster_to_dict
 from testbed.errors import ClusterSpecError, LabFault, TestbedError
+from testbed.kube.faults import (
+    FAILING_WAIT_REASONS,
+    INFRA_PODS,
+    REVISION_API,
+    SERVICE_LABEL,
+    FaultWatch,
+    condition,
+    failed_reason,
+    last_exit,
+    oom_kills,
+    parse_infra,
+    restarts,
+    void_reason,
+)
 from testbed.kube.images import FunctionImage, NodeImages, parse_report, repository
 from testbed.kube.images import problems as image_problems
 from testbed.kube.nodes import describe, health_problems, node_state, schedulable
@@ -77,14 +92,6 @@ if TYPE_CHECKING:
     from testbed.scheduler.config import Profile
 
 log = logging.getLogger(__name__)
-
-SERVICE_LABEL = "serving.knative.dev/service"
-"""The label Knative puts on every pod of a Service's revisions (pkg/apis/serving/register.go)."""
-
-_FAILING_WAIT_REASONS = frozenset(
-    {"CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
-     "CreateContainerError", "RunContainerError"}
-)
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,12 @@ class PodRecord:
     deleted: float | None = None
     start_s: float | None = None
     init_s: float | None = None
+    restarts_base: int = 0
+    """restartCount when the watch first saw the pod if it existed before the run, else 0."""
+    restarts: int = 0
+    last_exit: str | None = None
+    failed: str | None = None
+    """Why the pod is phase Failed (Evicted, OutOfcpu, …), None while it is not."""
 
 
 def _ts(value: Any) -> float | None:
@@ -157,13 +170,6 @@ def _ts(value: Any) -> float | None:
     if hasattr(value, "timestamp"):
         return float(value.timestamp())
     return float(pd.Timestamp(value).timestamp())
-
-
-def _condition(pod: Any, kind: str) -> Any:
-    for c in _get(pod, "status", "conditions") or []:
-        if _get(c, "type") == kind:
-            return c
-    return None
 
 
 class PodWatch:
@@ -189,9 +195,12 @@ class PodWatch:
         self.error: str | None = None
         self._thread = threading.Thread(target=self._loop, name="scoretune-pod-watch", daemon=True)
         self._watch: Any = None
+        self._initial = False
 
     def start(self) -> PodWatch:
+        self._initial = True  # pods the first list finds existed before the run: their restarts are the baseline
         self._resource_version = self._list()
+        self._initial = False
         self._thread.start()
         return self
 
@@ -220,7 +229,12 @@ class PodWatch:
         with self._lock:
             if self._stop.is_set():  # after stop() the records are final
                 return
-            rec = self.pods.setdefault(name, PodRecord(pod=name, function=function, created=now))
+            count = restarts(pod)
+            rec = self.pods.setdefault(name, PodRecord(pod=name, function=function, created=now,
+                                                       restarts_base=count if self._initial else 0))
+            if count > rec.restarts:
+                rec.restarts, rec.last_exit = count, last_exit(pod)
+            rec.failed = failed_reason(pod) or rec.failed
             if kind == "DELETED":
                 self.latest.pop(name, None)
             else:
@@ -229,7 +243,7 @@ class PodWatch:
             if node and rec.node is None:
                 rec.node = node
                 rec.scheduled = now
-            ready = _condition(pod, "Ready")
+            ready = condition(pod, "Ready")
             if ready is not None and _get(ready, "status") == "True" and rec.ready is None:
                 rec.ready = now
                 self._cold_start_parts(rec, pod)
@@ -242,10 +256,10 @@ class PodWatch:
         """Start and init from the pod's own timestamps (1 s resolution, kubelet and scheduler
         clocks): start = user container started - scheduled (includes the image pull), init =
         Ready - started. Image pull alone is only in Events, which are not read."""
-        scheduled = _ts(_get(_condition(pod, "PodScheduled"), "last_transition_time")
-                        or _get(_condition(pod, "PodScheduled"), "lastTransitionTime"))
-        ready = _ts(_get(_condition(pod, "Ready"), "last_transition_time")
-                    or _get(_condition(pod, "Ready"), "lastTransitionTime"))
+        scheduled = _ts(_get(condition(pod, "PodScheduled"), "last_transition_time")
+                        or _get(condition(pod, "PodScheduled"), "lastTransitionTime"))
+        ready = _ts(_get(condition(pod, "Ready"), "last_transition_time")
+                    or _get(condition(pod, "Ready"), "lastTransitionTime"))
         started = None
         for cs in _get(pod, "status", "container_statuses") or _get(pod, "status", "containerStatuses") or []:
             if _get(cs, "name") == "user-container":
@@ -300,6 +314,11 @@ class PodWatch:
             self._watch.stop()
         self._thread.join(timeout=1.0)
 
+    def records(self) -> list[PodRecord]:
+        """A copy of every record (deleted pods included), under the lock."""
+        with self._lock:
+            return [dataclasses.replace(r) for r in self.pods.values()]
+
     def live(self) -> list[tuple[PodRecord, Any]]:
         """(record, last object) of every pod not yet deleted, under the lock."""
         with self._lock:
@@ -329,167 +348,6 @@ class PodWatch:
                 "init_s": [np.nan if r.init_s is None else r.init_s for r in recs],
             }
         )
-
-
-REVISION_API = ("serving.knative.dev", "v1", "revisions")
-
-
-class FaultWatch:
-    """Looks for infrastructure faults during a run: a run with any of them is void, not scored.
-
-    What counts (each would otherwise end up as latency or timeouts charged to the profile):
-
-    - the scheduler: a pod of the Deployment restarted, went away, was replaced or is not Ready,
-      or the lease changed holder or was released (``holderIdentity`` empty) since the run began;
-    - a function pod: a container waiting in ImagePullBackOff, ErrImagePull, CrashLoopBackOff (or
-      another reason in ``_FAILING_WAIT_REASONS``), Pending with no node for ``pending_s``, or
-      still Terminating ``terminating_s`` after its grace period;
-    - a Knative Revision of a function whose Ready condition is False;
-    - a node that is not Ready, under pressure, cordoned, gone or new (testbed.kube.nodes);
-    - an API error while looking (the lab cannot be vouched for).
-
-    The function pods come from the run's :class:`PodWatch` (no extra requests); the scheduler,
-    the lease and the revisions are read every ``fault_poll_s`` in a thread, and once more by
-    :meth:`stop`. Each fault is kept once, as ``{"kind", "object", "reason", "t"}``.
-    """
-
-    def __init__(self, backend: KubeBackend, functions: Sequence[str], pods: PodWatch,
-                 clock: Callable[[], float] = time.time) -> None:
-        self._b = backend
-        self._functions = sorted(functions)
-        self._pods = pods
-        self._clock = clock
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self.faults: list[dict[str, Any]] = []
-        self._seen: set[tuple[str, str, str]] = set()
-        self._scheduler: dict[str, int] = {}
-        self._holder: str | None = None
-        self._thread = threading.Thread(target=self._loop, name="scoretune-fault-watch", daemon=True)
-
-    def _fault(self, kind: str, obj: str, reason: str) -> None:
-        with self._lock:
-            key = (kind, obj, reason)
-            if key in self._seen:
-                return
-            self._seen.add(key)
-            self.faults.append({"kind": kind, "object": obj, "reason": reason, "t": self._clock()})
-        log.warning("infrastructure fault (%s %s): %s; the run will be void", kind, obj, reason)
-
-    def _scheduler_pods(self) -> list[Any]:
-        s = self._b.settings
-        return self._b._call(f"listing the pods of {s.namespace}/{s.scheduler_name}", self._b._core.list_namespaced_pod,
-                             s.namespace, label_selector=s.label_selector).items or []
-
-    @staticmethod
-    def _restarts(pod: Any) -> int:
-        return sum(int(cs.restart_count or 0) for cs in (pod.status.container_statuses if pod.status else None) or [])
-
-    def start(self) -> FaultWatch:
-        """Take the baseline (the scheduler pods and their restarts, the lease holder), then watch."""
-        self._scheduler = {p.metadata.name: self._restarts(p) for p in self._scheduler_pods()
-                           if p.metadata.deletion_timestamp is None}
-        self._holder = self._b._lease_holder() if self._b.settings.leader_elect else None
-        self._thread.start()
-        return self
-
-    def check(self) -> None:
-        """One look at everything (also called from the thread)."""
-        try:
-            self._check_scheduler()
-            self._check_revisions()
-            for node, why in self._b.node_problems():
-                self._fault("node", node, why)
-        except TestbedError as err:
-            self._fault("api", self._b.host, str(err))
-        self._check_function_pods()
-
-    def _check_scheduler(self) -> None:
-        s = self._b.settings
-        now = {p.metadata.name: p for p in self._scheduler_pods()}
-        for name, restarts in self._scheduler.items():
-            pod = now.get(name)
-            if pod is None:
-                self._fault("scheduler", name, "the scheduler pod went away during the run")
-                continue
-            if pod.metadata.deletion_timestamp is not None:
-                self._fault("scheduler", name, "the scheduler pod is terminating")
-            if self._restarts(pod) > restarts:
-                last = ""
-                for cs in (pod.status.container_statuses if pod.status else None) or []:
-                    term = cs.last_state.terminated if cs.last_state else None
-                    if term is not None:
-                        last = f" (last exit {term.exit_code}: {term.message or term.reason})"
-                self._fault("scheduler", name, f"the scheduler restarted: restartCount {restarts} -> "
-                                               f"{self._restarts(pod)}{last}")
-            elif _get(_condition(pod, "Ready"), "status") != "True":
-                self._fault("scheduler", name, "the scheduler pod is not Ready")
-        for name in sorted(set(now) - set(self._scheduler)):
-            self._fault("scheduler", name, "a new scheduler pod appeared during the run")
-        if s.leader_elect:
-            holder = self._b._lease_holder()
-            lease = f"{s.namespace}/{s.scheduler_name}"
-            if not holder:
-                self._fault("lease", lease, f"the lease has no holder (released; was {self._holder or 'nobody'})")
-            elif holder != self._holder:
-                self._fault("lease", lease, f"the lease changed holder: {self._holder or 'nobody'} -> {holder}")
-
-    def _check_revisions(self) -> None:
-        group, version, plural = REVISION_API
-        ns = self._b.namespace
-        listed = self._b._call(f"listing Knative Revisions in {ns}", self._b._custom.list_namespaced_custom_object,
-                               group, version, ns, plural,
-                               label_selector=f"{SERVICE_LABEL} in ({','.join(self._functions)})")
-        for rev in listed.get("items", []):
-            ready = next((c for c in (rev.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
-            if ready is not None and ready.get("status") == "False":
-                why = ": ".join(x for x in (ready.get("reason"), ready.get("message")) if x) or "no reason given"
-                self._fault("revision", f"{ns}/{rev['metadata']['name']}", f"the revision is not Ready: {why}")
-
-    def _check_function_pods(self) -> None:
-        t = self._b.timeouts
-        now = self._clock()
-        for rec, pod in self._pods.live():
-            where = f"{self._b.namespace}/{rec.pod}"
-            statuses = [*(_get(pod, "status", "init_container_statuses") or []),
-                        *(_get(pod, "status", "container_statuses") or [])]
-            for cs in statuses:
-                reason = _get(cs, "state", "waiting", "reason")
-                if reason in _FAILING_WAIT_REASONS:
-                    message = _get(cs, "state", "waiting", "message") or ""
-                    self._fault("pod", where, f"container {_get(cs, 'name')} is {reason}: {message}".rstrip(": "))
-            node = _get(pod, "spec", "node_name") or _get(pod, "spec", "nodeName")
-            if not node and rec.created is not None and now - rec.created >= t.pending_s:
-                cond = _condition(pod, "PodScheduled")
-                why = _get(cond, "message") or _get(cond, "reason") or "no scheduling decision"
-                self._fault("pod", where, f"Pending with no node for {now - rec.created:.0f} s: {why}")
-            if rec.deleted is not None:
-                grace = _get(pod, "metadata", "deletion_grace_period_seconds")
-                if grace is None:
-                    grace = _get(pod, "metadata", "deletionGracePeriodSeconds")
-                over = now - rec.deleted - float(grace or 0)
-                if over >= t.terminating_s:
-                    self._fault("pod", where, f"stuck Terminating {over:.0f} s after its grace period")
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._b.timeouts.fault_poll_s):
-            self.check()
-
-    def stop(self) -> list[dict[str, Any]]:
-        """Stop the thread, look once more, and return every fault seen."""
-        self._stop.set()
-        self._thread.join(timeout=self._b.timeouts.api_s + 1.0)
-        self.check()
-        with self._lock:
-            return list(self.faults)
-
-
-def void_reason(faults: Sequence[dict[str, Any]]) -> str:
-    """The run's ``failure`` text for its faults: what :func:`agent.stats.run_health` reports as
-    the reason the run is void (and rerun)."""
-    shown = "; ".join(f"{f['kind']} {f['object']}: {f['reason']}" for f in faults[:5])
-    more = f"; and {len(faults) - 5} more" if len(faults) > 5 else ""
-    return f"void: {len(faults)} infrastructure fault(s) during the run: {shown}{more}"
 
 
 def _api_message(err: Any) -> str:
@@ -584,6 +442,8 @@ class KubeBackend:
     image_state: ImageState = field(default_factory=ImageState)
     image_tool: str = IMAGE_TOOL_IMAGE
     config_history: int = 3
+    infra_pods: Sequence[str] = INFRA_PODS
+    """The data-plane pods each run baselines and watches (testbed.kube.faults.INFRA_PODS); empty: none."""
     name: str = field(default="kube", init=False)
 
     def __post_init__(self) -> None:
@@ -593,6 +453,8 @@ class KubeBackend:
                 or self.config_history < 2:
             raise TestbedError(f"config_history must be an integer >= 2 (the ConfigMap in use and the previous "
                                f"one), got {self.config_history!r}")
+        for spec in self.infra_pods:
+            parse_infra(spec)
 
         if self.api_client is None:
             try:
@@ -798,7 +660,7 @@ class KubeBackend:
             if broken:
                 raise TestbedError(f"scheduler pod with {what} failed: {broken}")
             waiting = self._rollout_waiting(dep)
-            ready = [p.metadata.name for p in mine if _get(_condition(p, "Ready"), "status") == "True"
+            ready = [p.metadata.name for p in mine if _get(condition(p, "Ready"), "status") == "True"
                      and p.metadata.deletion_timestamp is None]
             if waiting is None and not ready:
                 waiting = "a ready pod with the configuration"
@@ -843,7 +705,7 @@ class KubeBackend:
         for p in pods:
             for cs in (p.status.container_statuses if p.status else None) or []:
                 waiting = cs.state.waiting if cs.state else None
-                if waiting is not None and waiting.reason in _FAILING_WAIT_REASONS:
+                if waiting is not None and waiting.reason in FAILING_WAIT_REASONS:
                     last = cs.last_state.terminated if cs.last_state else None
                     detail = f"; last exit {last.exit_code}: {last.message or last.reason}" if last else ""
                     return f"{p.metadata.name} container {cs.name} is {waiting.reason}: {waiting.message or ''}{detail}".rstrip(": ")
@@ -1158,6 +1020,7 @@ class KubeBackend:
             targets, host_template = self._targets(self._routes(functions))
             watch = PodWatch(self._core, self.namespace, functions, self.timeouts).start()
             faults = FaultWatch(self, functions, watch).start()
+            info["data_plane"] = faults.data_plane()
             t_start = time.time() + self.start_lead_s
             result = replay(workload, targets, out_dir, timeout_s=self.request_timeout_s, workers=self.replay_workers,
                             info=info, host_template=host_template, start_epoch=t_start,
@@ -1173,6 +1036,7 @@ class KubeBackend:
             # every scheduled request is kept, as an error that was never sent (replay's accounting)
             requests, _ = merge_records(workload, out_dir / "no-records")
             info["faults"] = seen
+            info["oom_kills"] = oom_kills(seen)
             failure = f"{void_reason(seen)}; {err}" if seen else str(err)
             return write_run(out_dir, requests, placements, info=info, failed=True, failure=failure)
         seen = faults.stop()
@@ -1189,6 +1053,7 @@ class KubeBackend:
             failed = True
             failure = f"{void_reason(seen)}; {failure}" if failure else void_reason(seen)
         summary["faults"] = seen
+        summary["oom_kills"] = oom_kills(seen)
         keep = {k: v for k, v in summary.items() if k not in ("failed", "failure")}
         keep["placements"] = {"pods": int(len(placements)), "nodes": sorted({n for n in placements["node"] if isinstance(n, str)})}
         return write_run(out_dir, requests, placements, info=keep, failed=failed, failure=failure)

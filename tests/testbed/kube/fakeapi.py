@@ -71,6 +71,20 @@ from testbed.kube.backend import KubeBackend, KubeTimeouts
 NOW = "2026-12-02T10:00:00Z"
 
 
+def DATA_PLANE(nodes: tuple[str, ...]) -> list[tuple[str, str, dict[str, str], str]]:  # noqa: N802 - a table
+    """The data-plane pods of a lab as ansible/ deploys it: Knative Serving and Kourier on the first
+    node, CoreDNS, and kube-proxy and Flannel on every node (namespace, name, labels, node)."""
+    first = nodes[0]
+    pods = [("knative-serving", f"{app}-6d9b8f7c4-x2x7k", {"app": app}, first)
+            for app in ("activator", "autoscaler", "controller", "webhook", "net-kourier-controller")]
+    pods += [("kourier-system", "3scale-kourier-gateway-5b8d7f-qq2lm", {"app": "3scale-kourier-gateway"}, first),
+             ("kube-system", "coredns-7db6d8ff4d-9kz2p", {"k8s-app": "kube-dns"}, first)]
+    for node in nodes:
+        pods += [("kube-system", f"kube-proxy-{node}", {"k8s-app": "kube-proxy"}, node),
+                 ("kube-flannel", f"kube-flannel-ds-{node}", {"app": "flannel"}, node)]
+    return pods
+
+
 MERGE_BY_NAME = frozenset({"volumes", "containers", "volumeMounts", "env"})
 """Lists a strategic merge patch merges item by item on ``name`` (their ``patchMergeKey`` in
 k8s.io/api core/v1 types.go); other lists are replaced, as in a JSON merge patch."""
@@ -187,6 +201,8 @@ class FakeKube:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         for fn in functions:
             self.services[fn] = self._service(fn)
+        for ns, name, labels, node in DATA_PLANE(nodes):
+            self.add_infra_pod(ns, name, labels, node)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -272,6 +288,39 @@ class FakeKube:
                     for cs in pod["status"].get("containerStatuses", []):
                         cs["restartCount"] += 1
                         cs["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "message": message}}
+
+    def add_infra_pod(self, ns: str, name: str, labels: dict[str, str], node: str) -> None:
+        """A running, Ready data-plane pod (Knative, Kourier, CoreDNS, kube-proxy, Flannel)."""
+        with self.lock:
+            self.pods[name] = {
+                "metadata": {"name": name, "namespace": ns, "labels": dict(labels), "creationTimestamp": NOW,
+                             "resourceVersion": self._next_rv()},
+                "spec": {"nodeName": node, "containers": [{"name": name.split("-")[0], "image": "infra"}]},
+                "status": {"phase": "Running",
+                           "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": NOW}],
+                           "containerStatuses": [{"name": name.split("-")[0], "image": "infra", "imageID": "",
+                                                  "ready": True, "restartCount": 0,
+                                                  "state": {"running": {"startedAt": NOW}}}]},
+            }
+
+    def restart_infra(self, name: str, reason: str = "OOMKilled", code: int = 137) -> None:
+        """A data-plane container exits (an OOMKill by default) and the kubelet restarts it."""
+        with self.lock:
+            for cs in self.pods[name]["status"]["containerStatuses"]:
+                cs["restartCount"] += 1
+                cs["lastState"] = {"terminated": {"exitCode": code, "reason": reason}}
+
+    def move_infra(self, name: str, node: str) -> str:
+        """The pod is replaced by one on ``node`` (a rescheduled controller, an HPA scale)."""
+        with self.lock:
+            old = self.pods.pop(name)
+        new = f"{name.rsplit('-', 1)[0]}-moved"
+        self.add_infra_pod(old["metadata"]["namespace"], new, old["metadata"]["labels"], node)
+        return new
+
+    def unready_infra(self, name: str) -> None:
+        with self.lock:
+            self.pods[name]["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]
 
     def release_lease(self) -> None:
         """The holder gave the lease up (ReleaseOnCancel): ``holderIdentity`` is empty."""
@@ -403,6 +452,21 @@ class FakeKube:
                 pod["status"]["containerStatuses"] = [{
                     "name": "user-container", "image": "x", "imageID": "", "ready": True, "restartCount": 0,
                     "state": {"running": {"startedAt": "2026-12-02T10:00:02Z"}}}]
+                self._emit("MODIFIED", pod)
+            if state == "oom":  # the user container is OOMKilled once and runs again
+                pod = copy.deepcopy(pod)
+                cs = pod["status"]["containerStatuses"][0]
+                cs["restartCount"] = 1
+                cs["lastState"] = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
+                self._emit("MODIFIED", pod)
+            if state in ("evicted", "outofcpu"):  # phase Failed: the eviction manager, the kubelet's admission
+                pod = copy.deepcopy(pod)
+                pod["status"]["phase"] = "Failed"
+                pod["status"]["reason"], pod["status"]["message"] = (
+                    ("Evicted", "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi.")
+                    if state == "evicted" else
+                    ("OutOfcpu", "Pod was rejected: Node didn't have enough resource: cpu, requested: 1000, used: "
+                                 "3500, capacity: 4000"))
                 self._emit("MODIFIED", pod)
             if state == "terminating":
                 pod = copy.deepcopy(pod)

@@ -245,6 +245,8 @@ def test_a_pod_that_mounts_another_configmap_than_its_hash_names_fails(fake, bac
     """The hash annotation alone proves nothing: the pod's volume must name that hash's ConfigMap."""
     backend.apply(BINPACK)
     for pod in fake.pods.values():
+        if pod["metadata"]["labels"].get("app.kubernetes.io/name") != fake.scheduler_name:
+            continue  # the data plane
         pod["spec"]["volumes"][0]["configMap"]["name"] = "scoretune-scheduler-config"
     with pytest.raises(TestbedError, match=r"scheduler pod scoretune-scheduler-\w+-abcde carries the current "
                                            r"configuration [0-9a-f]{16} but mounts ConfigMap scoretune-scheduler-config, "
@@ -331,7 +333,8 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     fake.watch_errors.append((410, "Expired", "too old resource version: 1000 (1002)"))
     result = backend.run(_workload(), tmp_path / "run", seed=7)
     assert not result.failed, result.summary.get("failure")
-    watched = {f"GET {PODS}", f"GET {LEASE}", f"GET {REVISIONS}", "GET /api/v1/nodes"}  # the FaultWatch's looks
+    watched = {f"GET {PODS}", f"GET {LEASE}", f"GET {REVISIONS}", "GET /api/v1/nodes",  # the FaultWatch's looks
+               *(f"GET /api/v1/namespaces/{ns}/pods" for ns in ("knative-serving", "kourier-system", "kube-flannel"))}
     assert watched <= set(fake.calls)
     calls = squeeze([c for c in fake.calls if c not in watched])
     assert calls[:7] == [

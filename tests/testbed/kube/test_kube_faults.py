@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 from fakeapi import make_backend, squeeze
+from kubernetes import client
 
 from agent.actions import ActionCodec
 from agent.loop.config import ExperimentConfig
@@ -18,6 +19,7 @@ from agent.stats import run_health
 from agent.tuners.factory import make_tuner
 from loadgen.workload import make_workload
 from testbed.errors import TestbedError
+from testbed.kube.backend import KubeBackend
 from testbed.scheduler.config import profile_from_weights
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/scoretune-scheduler"
@@ -49,7 +51,24 @@ FAULTS = {
                     "pod", "stuck Terminating"),
     "revision": (lambda f: setattr(f, "on_first_request", lambda: f.fail_revision("fn-b")), {},
                  "revision", "the revision is not Ready: ContainerMissing: Unable to fetch image"),
+    "function OOMKilled": (lambda f: f.pod_state.update({"fn-a": "oom"}), {},
+                           "pod", "a container restarted during the run: restartCount 0 -> 1 (last exit 137: OOMKilled)"),
+    "function evicted": (lambda f: f.pod_state.update({"fn-b": "evicted"}), {},
+                         "pod", "the pod failed: Evicted: The node was low on resource: memory."),
+    "function rejected": (lambda f: f.pod_state.update({"fn-a": "outofcpu"}), {},
+                          "pod", "the pod failed: OutOfcpu: Pod was rejected: Node didn't have enough resource: cpu"),
+    "activator OOMKilled": (lambda f: setattr(f, "on_first_request", lambda: f.restart_infra(ACTIVATOR)), {},
+                            "infra", "the data-plane pod restarted: restartCount 0 -> 1 (last exit 137: OOMKilled)"),
+    "activator moved": (lambda f: setattr(f, "on_first_request", lambda: f.move_infra(ACTIVATOR, "node-2")), {},
+                        "infra", "the data-plane pod went away during the run (it ran on node-1)"),
+    "gateway not ready": (lambda f: setattr(f, "on_first_request", lambda: f.unready_infra(GATEWAY)), {},
+                          "infra", "the data-plane pod is no longer Ready"),
+    "coredns restart": (lambda f: setattr(f, "on_first_request", lambda: f.restart_infra(COREDNS, "Error", 1)), {},
+                        "infra", "the data-plane pod restarted: restartCount 0 -> 1 (last exit 1: Error)"),
 }
+ACTIVATOR = "activator-6d9b8f7c4-x2x7k"
+GATEWAY = "3scale-kourier-gateway-5b8d7f-qq2lm"
+COREDNS = "coredns-7db6d8ff4d-9kz2p"
 
 
 @pytest.mark.parametrize("name", list(FAULTS))
@@ -77,7 +96,40 @@ def test_a_clean_run_records_no_fault(fake, tmp_path):
     result = backend.run(_workload(), tmp_path / "run")
     backend.close()
     assert not result.failed, result.summary.get("failure")
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["faults"] == []
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["faults"] == [] and summary["oom_kills"] == []
+    # where the data plane ran is recorded with every run
+    assert summary["data_plane"][f"knative-serving/{ACTIVATOR}"] == "node-1"
+    assert summary["data_plane"]["kube-flannel/kube-flannel-ds-node-2"] == "node-2"
+    assert len(summary["data_plane"]) == 7 + 2 * len(fake.nodes)
+
+
+def test_an_oomkill_is_recorded_by_pod(fake, tmp_path):
+    backend = make_backend(fake, fault_poll_s=0.1)
+    backend.apply(BINPACK)
+    fake.on_first_request = lambda: fake.restart_infra(ACTIVATOR)
+    backend.run(_workload(), tmp_path / "run")
+    backend.close()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["oom_kills"] == [f"knative-serving/{ACTIVATOR}"]
+
+
+def test_a_scaled_data_plane_names_the_new_pod_and_no_watch_is_an_empty_list(fake, tmp_path):
+    backend = make_backend(fake, fault_poll_s=0.1)
+    backend.apply(BINPACK)
+    fake.on_first_request = lambda: fake.add_infra_pod("knative-serving", "activator-6d9b8f7c4-new", {"app": "activator"},
+                                                       "node-2")
+    result = backend.run(_workload(), tmp_path / "run")
+    assert result.failed and "a new data-plane pod appeared during the run (on node-2)" in result.summary["failure"]
+    unwatched = make_backend(fake, fault_poll_s=0.1)
+    unwatched.infra_pods = ()  # a lab whose data plane is not watched: the same change is not a fault
+    fake.add_infra_pod("knative-serving", "activator-6d9b8f7c4-third", {"app": "activator"}, "node-2")
+    result = unwatched.run(_workload(), tmp_path / "run2")
+    backend.close()
+    unwatched.close()
+    assert not result.failed, result.summary.get("failure")
+    with pytest.raises(TestbedError, match="infra_pods: 'Kube_System': expected NAMESPACE"):
+        KubeBackend(api_client=client.ApiClient(client.Configuration(host=fake.url)), infra_pods=("Kube_System",))
 
 
 def test_apply_waits_while_the_new_pod_is_ready_but_not_yet_leader(fake, backend):
