@@ -77,6 +77,8 @@ def render_cmd(
     openwhisk_release: str = typer.Option("owdev", "--openwhisk-release", help="Helm release name of OpenWhisk."),
     domain: str = typer.Option("scoretune.lab", "--domain", help="Domain of the Knative routes (config-domain)."),
     kourier_nodeport: int = typer.Option(31080, "--kourier-nodeport", help="NodePort of Kourier's HTTP gateway."),
+    data_plane_replicas: int = typer.Option(1, "--data-plane-replicas", help="Replicas of the activator and of "
+                                            "Kourier's gateway, fixed (their HPAs at min = max)."),
 ) -> None:
     """Write the scheduler's RBAC/ConfigMap/Deployment, Knative's config, the functions' Services
     and the OpenWhisk pod template under OUT; print what changed as JSON."""
@@ -99,6 +101,7 @@ def render_cmd(
         images=images,
         domain=domain,
         kourier_http_nodeport=kourier_nodeport,
+        data_plane_replicas=data_plane_replicas,
     )
     typer.echo(summary_json(write_documents(docs, out)))
 

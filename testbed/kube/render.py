@@ -490,7 +490,10 @@ def knative_deployment(source: ImageSource = ImageSource()) -> dict[str, Any]:
 
 def kourier_nodeport(http_nodeport: int = 31080, https_nodeport: int = 31443) -> dict[str, Any]:
     """Kourier's gateway Service as a NodePort (net-kourier ships it as a LoadBalancer, which a bare
-    kubeadm cluster has no provider for); merged into the Service ``kourier`` in kourier-system."""
+    kubeadm cluster has no provider for); merged into the Service ``kourier`` in kourier-system.
+    ``externalTrafficPolicy: Local``: a request entering a node's NodePort goes to the gateway on
+    that node, never on to another one, so traffic enters where the gateway is pinned (the control
+    plane, :func:`data_plane_pins`; the kube backend's ingress URL names that node)."""
     for name, port in (("http_nodeport", http_nodeport), ("https_nodeport", https_nodeport)):
         if not 30000 <= port <= 32767:
             raise ConfigError(f"must be in the NodePort range 30000-32767, got {port}", field=name)
@@ -500,12 +503,59 @@ def kourier_nodeport(http_nodeport: int = 31080, https_nodeport: int = 31443) ->
         "metadata": {"name": "kourier", "namespace": "kourier-system"},
         "spec": {
             "type": "NodePort",
+            "externalTrafficPolicy": "Local",
             "ports": [
                 {"name": "http2", "port": 80, "protocol": "TCP", "targetPort": 8080, "nodePort": http_nodeport},
                 {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 8443, "nodePort": https_nodeport},
             ],
         },
     }
+
+
+CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
+"""The label and taint kubeadm puts on control-plane nodes (kubeadm's constants.LabelNodeRoleControlPlane)."""
+
+DATA_PLANE_DEPLOYMENTS: tuple[tuple[str, str], ...] = (
+    ("knative-serving", "activator"),
+    ("knative-serving", "autoscaler"),
+    ("knative-serving", "controller"),
+    ("knative-serving", "webhook"),
+    ("knative-serving", "net-kourier-controller"),
+    ("kourier-system", "3scale-kourier-gateway"),
+)
+"""The Deployments of Knative Serving (config/core/deployments/) and Kourier (kourier.yaml)."""
+
+DATA_PLANE_HPAS = ("activator", "webhook")
+"""Knative Serving's HorizontalPodAutoscalers (config/core/deployments/activator-hpa.yaml: 1-20
+replicas; webhook-hpa.yaml: 1-5), both in knative-serving."""
+
+
+def data_plane_pins(replicas: int = 1, node_selector: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Patches that keep the data plane off the nodes whose placements are being tuned and at a
+    fixed size: every Deployment of ``DATA_PLANE_DEPLOYMENTS`` on the nodes ``node_selector`` picks
+    (default: the control plane, whose NoSchedule taint it tolerates), the two HPAs at
+    ``replicas`` (min = max) and the gateway at ``replicas``. Otherwise the activator's HPA and
+    default-scheduler put the activator, the gateway and the controllers on the workers, and a
+    run's latency depends on where they landed."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 20:
+        raise ConfigError(f"must be an integer from 1 to 20 (the activator HPA's upstream maximum), got {replicas!r}",
+                          field="data_plane_replicas")
+    selector = {CONTROL_PLANE_ROLE: ""} if node_selector is None else dict(node_selector)
+    if not selector:
+        raise ConfigError("must name at least one label, or the data plane is not pinned", field="data_plane_node_selector")
+    tolerations = [{"key": CONTROL_PLANE_ROLE, "operator": "Exists", "effect": "NoSchedule"}]
+    patches: list[dict[str, Any]] = []
+    for namespace, name in DATA_PLANE_DEPLOYMENTS:
+        spec: dict[str, Any] = {"template": {"spec": {"nodeSelector": selector, "tolerations": tolerations}}}
+        if namespace == "kourier-system":
+            spec["replicas"] = replicas
+        patches.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+                        "spec": spec})
+    for name in DATA_PLANE_HPAS:
+        patches.append({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                        "metadata": {"name": name, "namespace": "knative-serving"},
+                        "spec": {"minReplicas": replicas, "maxReplicas": replicas}})
+    return patches
 
 
 def knative_services(
@@ -694,6 +744,7 @@ RENDER_LAYOUT = {
     "knative/config-domain.yaml": "the routes' domain",
     "knative/config-deployment.yaml": "registries whose image tags Knative does not resolve",
     "knative/kourier-nodeport.yaml": "Kourier's gateway on a NodePort",
+    "knative/data-plane.yaml": "Knative's and Kourier's Deployments pinned, their HPAs at a fixed size",
     "functions/services.yaml": "one Knative Service per function",
     "openwhisk/pod-template.yaml": "the action pod template (schedulerName)",
     "openwhisk/invoker-patch.yaml": "mounts the template into the invoker",
@@ -717,6 +768,7 @@ def lab_documents(
     domain: str = "scoretune.lab",
     kourier_http_nodeport: int = 31080,
     images: ImageSource | None = None,
+    data_plane_replicas: int = 1,
 ) -> dict[str, list[dict[str, Any]]]:
     """Every object of the lab, keyed by the file it is written to (``RENDER_LAYOUT``).
 
@@ -736,6 +788,7 @@ def lab_documents(
         "knative/config-domain.yaml": [knative_domain(domain)],
         "knative/config-deployment.yaml": [knative_deployment(images)],
         "knative/kourier-nodeport.yaml": [kourier_nodeport(kourier_http_nodeport)],
+        "knative/data-plane.yaml": data_plane_pins(data_plane_replicas),
         "functions/services.yaml": knative_services(specs, scheduler_name=settings.scheduler_name, namespace=namespace,
                                                     registry=images.image_registry),
         "openwhisk/pod-template.yaml": [openwhisk_pod_template(settings.scheduler_name, namespace=openwhisk_namespace)],
@@ -787,6 +840,7 @@ __all__ = [
     "config_hash",
     "config_map",
     "config_volume_patch",
+    "data_plane_pins",
     "mounted_config_map",
     "config_text",
     "deployment",

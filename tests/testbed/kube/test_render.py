@@ -60,8 +60,8 @@ def documents(profile, specs):
 
 def _k8s_objects(documents):
     for rel, objects in documents.items():
-        if rel in ("functions/services.yaml", "openwhisk/invoker-patch.yaml"):
-            continue
+        if rel in ("functions/services.yaml", "openwhisk/invoker-patch.yaml", "knative/data-plane.yaml"):
+            continue  # checked on their own (patches are partial objects)
         yield from ((rel, o) for o in objects)
 
 
@@ -103,6 +103,52 @@ def test_every_object_passes_the_kubernetes_schema(documents):
     kinds = sorted({o["kind"] for _, o in _k8s_objects(documents)})
     assert kinds == ["ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"]
     assert checked == 14
+
+
+def _strategic_merge(base, patch):
+    """Enough of a strategic merge for these patches (maps merge, lists replace: PodSpec's
+    nodeSelector is a map, tolerations have no merge key)."""
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        out[key] = _strategic_merge(out.get(key, {}), value) if isinstance(value, dict) and value else value
+    return out
+
+
+def test_the_data_plane_is_pinned_to_the_control_plane_at_a_fixed_size(documents):
+    """Every Deployment of Knative Serving and Kourier merged with its patch is a valid Deployment
+    that only the control plane (tolerated taint, selected label) can run; both HPAs are min = max,
+    the gateway's replicas fixed; the gateway Service only answers on nodes running the gateway."""
+    patches = documents["knative/data-plane.yaml"]
+    deployments = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in patches if p["kind"] == "Deployment"}
+    assert set(deployments) == set(render.DATA_PLANE_DEPLOYMENTS)
+    for (ns, name), patch in deployments.items():
+        base = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+                "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
+                    "metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": name, "image": "x"}]}}}}
+        merged = _strategic_merge(base, patch)
+        kubernetes_validate.validate(merged, KUBERNETES_VERSION, strict=True)
+        pod = merged["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
+        assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"} \
+            in pod["tolerations"]
+    assert deployments[("kourier-system", "3scale-kourier-gateway")]["spec"]["replicas"] == 1
+    hpas = {p["metadata"]["name"]: p for p in patches if p["kind"] == "HorizontalPodAutoscaler"}
+    assert set(hpas) == {"activator", "webhook"}
+    for name, patch in hpas.items():
+        base = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": name, "namespace": "knative-serving"},
+                "spec": {"minReplicas": 1, "maxReplicas": 20,
+                         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}}}
+        merged = _strategic_merge(base, patch)
+        kubernetes_validate.validate(merged, KUBERNETES_VERSION, strict=True)
+        assert merged["spec"]["minReplicas"] == merged["spec"]["maxReplicas"] == 1
+    assert documents["knative/kourier-nodeport.yaml"][0]["spec"]["externalTrafficPolicy"] == "Local"
+    three = render.data_plane_pins(3)
+    assert {p["spec"].get("minReplicas", 3) for p in three} == {3}
+    with pytest.raises(ConfigError, match="data_plane_replicas"):
+        render.data_plane_pins(0)
+    with pytest.raises(ConfigError, match="data_plane_node_selector"):
+        render.data_plane_pins(1, {})
 
 
 def test_the_schema_check_rejects_a_misspelt_field(documents):
