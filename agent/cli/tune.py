@@ -145,7 +145,7 @@ class TuneArgs:
     kubeconfig: str | None = opt("kube: kubeconfig file.", None)
     context: str | None = opt("kube: kubeconfig context.", None)
     namespace: str = opt("kube: namespace of the functions.", "default")
-    ingress_url: str | None = opt("kube: Kourier's address, e.g. http://10.0.0.11:31080.", None)
+    ingress_url: str | None = opt("kube: Kourier's address, e.g. http://10.0.0.10:31080 (the control plane).", None)
     cold_nodes: str | None = opt("kube: nodes (comma-separated) whose function-image cache is purged before "
                                   "every step; the others hold every image.", None)
     remote_workers: int = opt("kube: Locust workers on the other load generators (ansible/loadgen.yml) the master "

@@ -408,7 +408,7 @@ class KubeBackend:
     kubeconfig / context: the cluster to drive (``None``: the default kubeconfig, else in-cluster).
     namespace: where the functions' Knative Services live.
     functions: the Services a run may use (default: every ``scoretune.io/function`` Service found).
-    ingress_url: Kourier's address, e.g. ``http://10.0.0.11:31080`` (NodePort); requests go there
+    ingress_url: Kourier's address, e.g. ``http://10.0.0.10:31080`` (the control plane's NodePort); requests go there
         with each route's Host header. ``None``: the route URLs are used directly (needs DNS).
     settings: the scheduler Deployment's name, namespace and lease (as rendered by ``render``).
     replay_workers: Locust worker processes on this machine (0: one local process).
