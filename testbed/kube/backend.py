@@ -53,6 +53,7 @@ import pandas as pd
 from loadgen.results import RunResult, empty_placements, write_run
 from testbed.cluster import ClusterSpec, cluster_to_dict
 from testbed.errors import ClusterSpecError, LabFault, TestbedError
+from testbed.kube.access import DRIVER_NAMESPACE
 from testbed.kube.faults import (
     FAILING_WAIT_REASONS,
     INFRA_PODS,
@@ -442,6 +443,8 @@ class KubeBackend:
     image_state: ImageState = field(default_factory=ImageState)
     image_tool: str = IMAGE_TOOL_IMAGE
     config_history: int = 3
+    image_namespace: str = DRIVER_NAMESPACE
+    """Where the image-state pods run (privileged: the only namespace whose Pod Security allows it)."""
     infra_pods: Sequence[str] = INFRA_PODS
     """The data-plane pods each run baselines and watches (testbed.kube.faults.INFRA_PODS); empty: none."""
     name: str = field(default="kube", init=False)
@@ -866,7 +869,7 @@ class KubeBackend:
             return {"declared": state.declared(), "nodes": None, "seconds": round(time.monotonic() - t0, 3)}
         self._resets += 1
         token = f"{int(time.time())}-{self._resets}"
-        ns = self.settings.namespace
+        ns = self.image_namespace
         repos = sorted({i.repository for i in images})
         runs = sorted({i.runs for i in images})
         pods: dict[str, str] = {}
@@ -901,7 +904,7 @@ class KubeBackend:
         return record
 
     def _wait_image_pods(self, pods: dict[str, str]) -> dict[str, NodeImages]:
-        ns = self.settings.namespace
+        ns = self.image_namespace
         deadline = time.monotonic() + self.timeouts.images_s
         held: dict[str, NodeImages] = {}
         while True:

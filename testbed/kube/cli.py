@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from testbed.errors import ConfigError
+from testbed.errors import ConfigError, TestbedError
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,28 @@ def apply_cmd(
     finally:
         backend.close()
     typer.echo(f"scoretune-scheduler runs {config}")
+
+
+@app.command("driver-kubeconfig")
+def driver_kubeconfig_cmd(
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the experiment host's kubeconfig (mode 0600)."),
+    kubeconfig: str = typer.Option(..., "--kubeconfig", help="The admin kubeconfig (only read here)."),
+    context: str | None = typer.Option(None, "--context", help="Kubeconfig context."),
+    hours: float = typer.Option(720.0, "--hours", min=0.2, max=8760.0, help="How long the bound token is valid."),
+) -> None:
+    """Write a kubeconfig with a bound token of the scoretune-driver ServiceAccount: the roles the
+    kube backend needs (testbed/kube/access.py), not cluster-admin."""
+    import yaml
+
+    from functions.atomic import write_atomic_with
+    from testbed.kube.access import driver_kubeconfig
+
+    text = yaml.safe_dump(driver_kubeconfig(kubeconfig, hours=hours, context=context), sort_keys=False)
+    try:
+        write_atomic_with(out, lambda tmp: tmp.write_text(text, encoding="utf-8"), mode=None)  # 0600, never wider
+    except OSError as err:
+        raise TestbedError(f"{out}: cannot write the kubeconfig ({err.strerror})") from None
+    typer.echo(f"wrote {out}: scoretune-driver's token, valid {hours:g} h")
 
 
 @app.command("status")

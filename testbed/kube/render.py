@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from testbed.errors import ConfigError
+from testbed.kube.access import driver_objects
 from testbed.kube.versions import KUBE_SCHEDULER_IMAGE
 
 if TYPE_CHECKING:
@@ -739,6 +740,7 @@ RENDER_LAYOUT = {
     "scheduler/rbac.yaml": "ServiceAccount, ClusterRoleBindings, RoleBindings, lease Role",
     "scheduler/configmap.yaml": "the KubeSchedulerConfiguration",
     "scheduler/deployment.yaml": "the second kube-scheduler",
+    "driver/rbac.yaml": "the experiment host's ServiceAccount, its roles, the image-state pods' namespace",
     "knative/config-features.yaml": "Knative feature flags scoretune needs",
     "knative/config-network.yaml": "Kourier as the ingress class",
     "knative/config-domain.yaml": "the routes' domain",
@@ -783,6 +785,7 @@ def lab_documents(
         "scheduler/rbac.yaml": sched[:-2],
         "scheduler/configmap.yaml": [sched[-2]],
         "scheduler/deployment.yaml": [sched[-1]],
+        "driver/rbac.yaml": driver_objects(settings.scheduler_name, settings.namespace, namespace),
         "knative/config-features.yaml": [knative_features()],
         "knative/config-network.yaml": [knative_network()],
         "knative/config-domain.yaml": [knative_domain(domain)],

@@ -8,8 +8,14 @@ import json
 import pytest
 
 from agent.errors import AgentError, InputError
-from agent.evaluation.lab_table import (LabMethod, budget_markdown, collect, experiment_dir, lab_markdown,
-                                        write_report)
+from agent.evaluation.lab_table import (
+    LabMethod,
+    budget_markdown,
+    collect,
+    experiment_dir,
+    lab_markdown,
+    write_report,
+)
 
 
 def write_experiment(out, scenario, method, seed, *, applied, refs=(), cands=(), curve=(50.0,)):

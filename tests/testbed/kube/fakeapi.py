@@ -193,6 +193,7 @@ class FakeKube:
         """Per node, conditions that replace the healthy ones (see :meth:`set_condition`)."""
         self.cordoned: set[str] = set()
         self.pod_logs: dict[str, str] = {}
+        self.service_accounts: set[tuple[str, str]] = {("scoretune-system", "scoretune-driver")}
         self.image_pods: list[dict[str, Any]] = []
         """Every image-state pod created, as posted."""
         self._pending_reads = 0
@@ -561,6 +562,7 @@ class FakeKube:
             (rf"/apis/serving.knative.dev/v1{ns_re}/services(?:/([^/]+))?", self._ksvc),
             (rf"/apis/serving.knative.dev/v1{ns_re}/revisions", self._revisions),
             (rf"/apis/serving.knative.dev/v1{ns_re}/revisions/([^/]+)", self._revision_get),
+            (rf"/api/v1{ns_re}/serviceaccounts/([^/]+)/token", self._token),
             (r"/api/v1/nodes", self._nodes),
             (r"/api/v1/pods", self._all_pods),
         ]
@@ -642,6 +644,15 @@ class FakeKube:
         h._send(200, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                       "metadata": {"name": name, "namespace": ns},
                       "spec": {"holderIdentity": self.lease_holder, "leaseDurationSeconds": 15}})
+
+    def _token(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
+        """TokenRequest (POST .../serviceaccounts/NAME/token): a bound token for an account that exists."""
+        if (ns, name) not in self.service_accounts:
+            return h._status(404, "NotFound", f'serviceaccounts "{name}" not found')
+        seconds = int((body.get("spec") or {}).get("expirationSeconds") or 3600)
+        h._send(201, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "metadata": {"name": name},
+                      "spec": body.get("spec") or {},
+                      "status": {"token": f"bound-token-{ns}-{name}-{seconds}", "expirationTimestamp": NOW}})
 
     def _nodes(self, h: Any, method: str, *, body: Any, query: dict[str, str]) -> None:
         info = {k: "x" for k in ("architecture", "bootID", "containerRuntimeVersion", "kernelVersion",

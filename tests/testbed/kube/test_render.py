@@ -101,8 +101,9 @@ def test_every_object_passes_the_kubernetes_schema(documents):
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
         checked += 1
     kinds = sorted({o["kind"] for _, o in _k8s_objects(documents)})
-    assert kinds == ["ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"]
-    assert checked == 14
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Namespace", "ResourceQuota", "Role",
+                     "RoleBinding", "Service", "ServiceAccount"]
+    assert checked == 14 + 11  # the driver's: namespace, quota, account, cluster role and binding, 3 roles and bindings
 
 
 def _strategic_merge(base, patch):
