@@ -1,0 +1,114 @@
+"""The lab's network as the roles compute it, for a lab of three machines (issue 35, items 4-5):
+the host firewall's rules (the ports each group needs, from the inventory's addresses only unless
+a lab network is set, nothing etcd or the controllers listen on, the pod network trusted), one
+flanneld --iface per node address, and the overlay MTU check run for real with a fake ``ip`` and
+a fake sysfs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE = REPO / "ansible"
+BIN = Path(sys.executable).parent
+HOSTS = {"cp": "10.0.0.10", "w1": "10.0.0.11", "gen": "10.0.0.20"}
+
+
+def _inventory(tmp_path: Path) -> Path:
+    inventory = {"all": {"children": {
+        "control_plane": {"hosts": {"cp": {}}}, "workers": {"hosts": {"w1": {}}}, "loadgen": {"hosts": {"gen": {}}},
+        "k8s_cluster": {"children": {"control_plane": {}, "workers": {}}}},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
+    for host, address in HOSTS.items():
+        for group in inventory["all"]["children"].values():
+            if host in group.get("hosts", {}):
+                group["hosts"][host] = {"scoretune_node_address": address}
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    return path
+
+
+def _play(tmp_path: Path, role: str, msg: dict, extra: dict | None = None, hosts: str = "all") -> dict[str, dict]:
+    """What ``msg`` evaluates to on each host, with the role's defaults and the lab's settings."""
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
+        "hosts": hosts, "gather_facts": False,
+        "vars_files": [str(ANSIBLE / "group_vars" / "all.yml"), str(ANSIBLE / "roles" / role / "defaults" / "main.yml")],
+        "tasks": [{"ansible.builtin.debug": {"msg": msg}}],
+    }]))
+    done = _run(tmp_path, "play.yml", extra or {})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = json.loads(done.stdout[done.stdout.index("{"):])
+    return {host: r["msg"] for host, r in out["plays"][0]["tasks"][0]["hosts"].items()}
+
+
+def _run(tmp_path: Path, playbook: str, extra: dict, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full = dict(os.environ) | {"ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+                               "ANSIBLE_NOCOLOR": "1", "ANSIBLE_ROLES_PATH": str(ANSIBLE / "roles"), **(env or {})}
+    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(_inventory(tmp_path)), str(tmp_path / playbook),
+                           "-e", json.dumps(extra)], capture_output=True, text=True, env=full, timeout=300)
+
+
+def _rules(tmp_path: Path, **extra: str) -> dict[str, dict]:
+    return _play(tmp_path, "lab_firewall", {"rules": "{{ lab_firewall_rules }}",
+                                            "trusted": "{{ lab_firewall_trusted_interfaces + lab_firewall_trusted_cidrs }}"},
+                 extra)
+
+
+def test_ports_are_opened_to_the_lab_machines_only_and_the_pod_network_is_trusted(tmp_path):
+    rules = _rules(tmp_path)
+    addresses = sorted(HOSTS.values())
+    cp = {tuple(r) for r in rules["cp"]["rules"]}
+    assert {p for p, _ in cp} == {"6443/tcp", "10250/tcp", "8472/udp", "31080/tcp"}  # no 2379-2380, 10257, 10259
+    assert cp == {(p, a) for p in ("6443/tcp", "10250/tcp", "8472/udp", "31080/tcp") for a in addresses}
+    assert {p for p, _ in map(tuple, rules["w1"]["rules"])} == {"10250/tcp", "10256/tcp", "30000:32767/tcp", "8472/udp"}
+    assert {tuple(r) for r in rules["gen"]["rules"]} == {("5557/tcp", a) for a in addresses}
+    assert "any" not in {s for r in rules.values() for _, s in r["rules"]}
+    assert rules["cp"]["trusted"] == ["cni0", "flannel.1", "10.244.0.0/16", "10.96.0.0/12"]
+
+
+def test_a_lab_network_replaces_the_addresses(tmp_path):
+    rules = _rules(tmp_path, scoretune_lab_network="10.0.0.0/24")
+    assert {s for r in rules.values() for _, s in r["rules"]} == {"10.0.0.0/24"}
+
+
+def test_flanneld_gets_one_iface_per_node_address(tmp_path):
+    ifaces = _play(tmp_path, "cni_flannel", {"ifaces": "{{ cni_flannel_ifaces }}"}, hosts="cp")["cp"]["ifaces"]
+    assert ifaces == ["10.0.0.10", "10.0.0.11"]  # the cluster's nodes; the load generator is not one
+    tasks = yaml.safe_load((ANSIBLE / "roles" / "cni_flannel" / "tasks" / "main.yml").read_text())
+    patch = next(t for t in tasks if t["name"].startswith("Point flanneld"))
+    args = patch["kubernetes.core.k8s"]["definition"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--iface=" in args and "iface-can-reach" not in args
+
+
+FAKE_IP = """#!/bin/sh
+# ip -o -4 addr show to ADDR: the interface holding ADDR, as iproute2 prints it
+echo "2: ens3    inet $6/24 brd 10.0.0.255 scope global ens3\\       valid_lft forever preferred_lft forever"
+"""
+
+
+@pytest.mark.parametrize(("overlay", "ok"), [(1450, True), (65486, False)])
+def test_the_overlay_mtu_check_catches_flannel_on_lo(tmp_path, overlay, ok):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ip").write_text(FAKE_IP)
+    (bindir / "ip").chmod(0o755)
+    sysfs = tmp_path / "net"
+    for iface, mtu in (("ens3", 1500), ("flannel.1", overlay)):
+        (sysfs / iface).mkdir(parents=True)
+        (sysfs / iface / "mtu").write_text(f"{mtu}\n")
+    (tmp_path / "check.yml").write_text(yaml.safe_dump([{
+        "hosts": "w1", "gather_facts": False,
+        "vars_files": [str(ANSIBLE / "group_vars" / "all.yml")],
+        "tasks": [{"ansible.builtin.include_role": {"name": "cni_flannel", "tasks_from": "check_mtu"}}]}]))
+    done = _run(tmp_path, "check.yml", {"cni_flannel_sysfs_net": str(sysfs), "scoretune_node_address": "10.0.0.11"},
+                env={"PATH": f"{bindir}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
+    assert (done.returncode == 0) == ok, done.stdout[-3000:]
+    if not ok:
+        assert "w1: flannel.1 has MTU 65486, expected 1450 (ens3" in done.stdout
