@@ -57,6 +57,15 @@ def function_rules() -> list[dict[str, Any]]:
     ]
 
 
+KNATIVE_CONFIG_MAPS = ("config-autoscaler", "config-deployment", "config-features", "config-network")
+"""testbed.kube.faults.KNATIVE_CONFIG_MAPS (kept here too: this module imports nothing of the backend)."""
+
+
+def knative_rules() -> list[dict[str, Any]]:
+    """In knative-serving: read the ConfigMaps whose digests every run records."""
+    return [_rule([""], ["configmaps"], ["get"], list(KNATIVE_CONFIG_MAPS))]
+
+
 def image_rules() -> list[dict[str, Any]]:
     """In ``scoretune-system``: the image-state pods (create, read, delete) and their logs."""
     return [_rule([""], ["pods"], ["create", "get", "delete"]), _rule([""], ["pods/log"], ["get"])]
@@ -103,7 +112,8 @@ def driver_objects(scheduler_name: str = "scoretune-scheduler", scheduler_namesp
     ]
     by_namespace: dict[str, list[dict[str, Any]]] = {}
     for namespace, rules in ((scheduler_namespace, scheduler_rules(scheduler_name)),
-                             (functions_namespace, function_rules()), (DRIVER_NAMESPACE, image_rules())):
+                             (functions_namespace, function_rules()), ("knative-serving", knative_rules()),
+                             (DRIVER_NAMESPACE, image_rules())):
         by_namespace.setdefault(namespace, []).extend(rules)
     for namespace, rules in by_namespace.items():
         objects += role(namespace, rules)

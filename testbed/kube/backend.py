@@ -484,6 +484,8 @@ class KubeBackend:
         """Every node and whether it was schedulable at the first look: the cluster every run must
         find again (see :meth:`node_problems`)."""
         self._resets = 0
+        self.knative_config: dict[str, str] | None = None
+        """Knative's ConfigMap digests at the experiment's first run (testbed.kube.faults)."""
         self.last_restore: dict[str, Any] | None = None
         """What :meth:`restore` did last (None: never called)."""
         self.host = self.api_client.configuration.host
@@ -1024,6 +1026,7 @@ class KubeBackend:
             watch = PodWatch(self._core, self.namespace, functions, self.timeouts).start()
             faults = FaultWatch(self, functions, watch).start()
             info["data_plane"] = faults.data_plane()
+            info["knative_config"] = dict(faults.config)
             t_start = time.time() + self.start_lead_s
             result = replay(workload, targets, out_dir, timeout_s=self.request_timeout_s, workers=self.replay_workers,
                             info=info, host_template=host_template, start_epoch=t_start,

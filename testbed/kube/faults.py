@@ -17,6 +17,8 @@ requests took, so the run says nothing about the profile.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 import threading
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from testbed.errors import TestbedError
+from testbed.kube import access
 from testbed.kube.nodes import get_path as _get
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,12 @@ INFRA_PODS: tuple[str, ...] = (
 Knative Serving (activator, autoscaler, controller, webhook, net-kourier-controller), Kourier's
 gateway, CoreDNS, kube-proxy and Flannel, as ansible/ deploys them. A lab with other names sets
 ``infra_pods`` (the kube backend option); an empty list turns the check off."""
+
+KNATIVE_NAMESPACE = "knative-serving"
+KNATIVE_CONFIG_MAPS: tuple[str, ...] = access.KNATIVE_CONFIG_MAPS
+"""The Knative ConfigMaps whose content decides how requests are served and pods scaled: their
+hashes are recorded per run (summary.json ``knative_config``), and a run is void when one changed
+during it or since the experiment's first run (the runs would not be comparable)."""
 
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -106,6 +115,14 @@ def failed_reason(pod: Any) -> str | None:
     return why or "no reason given"
 
 
+def config_digest(config_map: Any) -> str:
+    """12 hex of the SHA-256 of a ConfigMap's data (keys sorted); ``absent`` for none."""
+    if config_map is None:
+        return "absent"
+    data = _get(config_map, "data") or {}
+    return hashlib.sha256(json.dumps(dict(data), sort_keys=True).encode()).hexdigest()[:12]
+
+
 @dataclass(frozen=True)
 class InfraPod:
     """What the baseline keeps of one data-plane pod."""
@@ -129,6 +146,7 @@ class Lab(Protocol):
     namespace: str
     host: str
     infra_pods: Sequence[str]
+    knative_config: dict[str, str] | None
     _core: Any
     _custom: Any
 
@@ -153,6 +171,8 @@ class FaultWatch:
       or the lease changed holder or was released (``holderIdentity`` empty) since the run began;
     - the data plane (``infra_pods``): a pod that restarted (an OOMKill is named), went away, is
       terminating, stopped being Ready, or a new one (moved or scaled) since the run began;
+    - Knative's configuration (``KNATIVE_CONFIG_MAPS``): a ConfigMap whose content changed during
+      the run or since the experiment's first run (the backend's ``knative_config``);
     - a function pod: a container waiting in ImagePullBackOff, ErrImagePull, CrashLoopBackOff (or
       another reason in ``FAILING_WAIT_REASONS``), a container that restarted during the run
       (OOMKilled, Error), a pod Failed (Evicted, or rejected by the kubelet: OutOfcpu,
@@ -181,6 +201,8 @@ class FaultWatch:
         self._holder: str | None = None
         self.infra: dict[str, InfraPod] = {}
         """The data plane when the run began: ``namespace/name`` -> what was seen."""
+        self.config: dict[str, str] = {}
+        """Knative's ConfigMaps when the run began: name -> :func:`config_digest`."""
         self._thread = threading.Thread(target=self._loop, name="scoretune-fault-watch", daemon=True)
 
     def _fault(self, kind: str, obj: str, reason: str) -> None:
@@ -216,8 +238,25 @@ class FaultWatch:
                            if p.metadata.deletion_timestamp is None}
         self._holder = self._b._lease_holder() if self._b.settings.leader_elect else None
         self.infra = {name: _infra_pod(pod) for name, pod in self._infra_pods().items()}
+        self.config = self._config_digests()
+        first = self._b.knative_config
+        if first is None:  # the experiment's first run: what every later run must find again
+            self._b.knative_config = dict(self.config)
+        else:
+            for name in sorted(set(first) | set(self.config)):
+                if first.get(name) != self.config.get(name):
+                    self._fault("knative-config", f"{KNATIVE_NAMESPACE}/{name}",
+                                f"changed since the experiment's first run ({first.get(name, 'absent')} -> "
+                                f"{self.config.get(name, 'absent')}): the runs are not comparable")
         self._thread.start()
         return self
+
+    def _config_digests(self) -> dict[str, str]:
+        core = self._b._core
+        return {name: config_digest(self._b._call(f"reading ConfigMap {KNATIVE_NAMESPACE}/{name}",
+                                                  core.read_namespaced_config_map, name, KNATIVE_NAMESPACE,
+                                                  allow=(404,)))
+                for name in KNATIVE_CONFIG_MAPS}
 
     def data_plane(self) -> dict[str, str | None]:
         """Where each data-plane pod ran when the run began (recorded in summary.json)."""
@@ -228,6 +267,7 @@ class FaultWatch:
         try:
             self._check_scheduler()
             self._check_infra()
+            self._check_config()
             self._check_revisions()
             for node, why in self._b.node_problems():
                 self._fault("node", node, why)
@@ -279,6 +319,12 @@ class FaultWatch:
             node = _get(now[name], "spec", "node_name") or "no node yet"
             self._fault("infra", name, f"a new data-plane pod appeared during the run (on {node}): the data "
                                        "plane moved or changed its number of replicas")
+
+    def _check_config(self) -> None:
+        for name, digest in self._config_digests().items():
+            if digest != self.config.get(name):
+                self._fault("knative-config", f"{KNATIVE_NAMESPACE}/{name}",
+                            f"changed during the run ({self.config.get(name)} -> {digest})")
 
     def _check_revisions(self) -> None:
         group, version, plural = REVISION_API

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from testbed.autoscaler.kpa import AutoscalerConfig
 from testbed.errors import ConfigError
 from testbed.kube.access import driver_objects
 from testbed.kube.versions import KUBE_SCHEDULER_IMAGE
@@ -388,6 +389,42 @@ def knative_network() -> dict[str, Any]:
         "metadata": {"name": "config-network", "namespace": "knative-serving", "labels": dict(PART_OF)},
         "data": {"ingress-class": "kourier.ingress.networking.knative.dev"},
     }
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:g}s"
+
+
+def knative_autoscaler(cfg: AutoscalerConfig | None = None) -> dict[str, Any]:
+    """``config-autoscaler`` with every key Knative parses written out (knative/serving
+    ``pkg/autoscaler/config/config.go`` ``NewConfigFromMap``), from the same
+    :class:`~testbed.autoscaler.kpa.AutoscalerConfig` the simulator's KPA runs: the lab then
+    scales exactly as the model does, whatever defaults the installed release carries."""
+    c = cfg or AutoscalerConfig()
+    data = {
+        "pod-autoscaler-class": "kpa.autoscaling.knative.dev",
+        "enable-scale-to-zero": str(c.enable_scale_to_zero).lower(),
+        "allow-zero-initial-scale": str(c.allow_zero_initial_scale).lower(),
+        "max-scale-up-rate": f"{c.max_scale_up_rate:g}",
+        "max-scale-down-rate": f"{c.max_scale_down_rate:g}",
+        "container-concurrency-target-percentage": f"{100 * c.container_concurrency_target_fraction:g}",
+        "container-concurrency-target-default": f"{c.container_concurrency_target_default:g}",
+        "requests-per-second-target-default": f"{c.rps_target_default:g}",
+        "target-burst-capacity": f"{c.target_burst_capacity:g}",
+        "panic-window-percentage": f"{c.panic_window_percentage:g}",
+        "activator-capacity": f"{c.activator_capacity:g}",
+        "panic-threshold-percentage": f"{c.panic_threshold_percentage:g}",
+        "initial-scale": str(c.initial_scale),
+        "max-scale": str(c.max_scale),
+        "max-scale-limit": "0",
+        "stable-window": _duration(c.stable_window_s),
+        "scale-down-delay": _duration(c.scale_down_delay_s),
+        "scale-to-zero-grace-period": _duration(c.scale_to_zero_grace_period_s),
+        "scale-to-zero-pod-retention-period": _duration(c.scale_to_zero_pod_retention_period_s),
+    }
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "config-autoscaler", "namespace": "knative-serving", "labels": dict(PART_OF)},
+            "data": data}
 
 
 def knative_domain(domain: str = "scoretune.lab") -> dict[str, Any]:
@@ -743,6 +780,7 @@ RENDER_LAYOUT = {
     "driver/rbac.yaml": "the experiment host's ServiceAccount, its roles, the image-state pods' namespace",
     "knative/config-features.yaml": "Knative feature flags scoretune needs",
     "knative/config-network.yaml": "Kourier as the ingress class",
+    "knative/config-autoscaler.yaml": "the KPA's settings, every key explicit (the simulator's)",
     "knative/config-domain.yaml": "the routes' domain",
     "knative/config-deployment.yaml": "registries whose image tags Knative does not resolve",
     "knative/kourier-nodeport.yaml": "Kourier's gateway on a NodePort",
@@ -788,6 +826,7 @@ def lab_documents(
         "driver/rbac.yaml": driver_objects(settings.scheduler_name, settings.namespace, namespace),
         "knative/config-features.yaml": [knative_features()],
         "knative/config-network.yaml": [knative_network()],
+        "knative/config-autoscaler.yaml": [knative_autoscaler()],
         "knative/config-domain.yaml": [knative_domain(domain)],
         "knative/config-deployment.yaml": [knative_deployment(images)],
         "knative/kourier-nodeport.yaml": [kourier_nodeport(kourier_http_nodeport)],
@@ -849,6 +888,7 @@ __all__ = [
     "deployment",
     "dump_all",
     "dump_yaml",
+    "knative_autoscaler",
     "knative_deployment",
     "knative_domain",
     "knative_features",

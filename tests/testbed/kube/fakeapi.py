@@ -194,6 +194,12 @@ class FakeKube:
         self.cordoned: set[str] = set()
         self.pod_logs: dict[str, str] = {}
         self.service_accounts: set[tuple[str, str]] = {("scoretune-system", "scoretune-driver")}
+        self.knative_config: dict[str, dict[str, str]] = {
+            "config-autoscaler": {"stable-window": "60s", "target-burst-capacity": "211"},
+            "config-deployment": {"registries-skipping-tag-resolving": "kind.local,ko.local,dev.local"},
+            "config-features": {"kubernetes.podspec-schedulername": "enabled"},
+            "config-network": {"ingress-class": "kourier.ingress.networking.knative.dev"}}
+        """knative-serving's ConfigMaps (name -> data); a test changes one to model an operator's edit."""
         self.image_pods: list[dict[str, Any]] = []
         """Every image-state pod created, as posted."""
         self._pending_reads = 0
@@ -588,6 +594,12 @@ class FakeKube:
 
     def _configmap(self, h: Any, method: str, ns: str, name: str, *, body: Any, query: dict[str, str]) -> None:
         with self.lock:
+            if ns == "knative-serving":  # Knative's own ConfigMaps, read by every run
+                if name not in self.knative_config or method != "GET":
+                    return h._status(404, "NotFound", f'configmaps "{name}" not found')
+                return h._send(200, {"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": name, "namespace": ns, "resourceVersion": str(self.rv)},
+                                     "data": dict(self.knative_config[name])})
             cm = self.configmaps.get(name)
             if cm is None or ns != self.ns:
                 return h._status(404, "NotFound", f'configmaps "{name}" not found')

@@ -119,7 +119,7 @@ def test_the_driver_objects_pass_the_schema_and_merge_a_shared_namespace():
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     shared = driver_objects(functions_namespace="kube-system")
     roles = [o for o in shared if o["kind"] == "Role"]
-    assert sorted(o["metadata"]["namespace"] for o in roles) == ["kube-system", DRIVER_NAMESPACE]
+    assert sorted(o["metadata"]["namespace"] for o in roles) == ["knative-serving", "kube-system", DRIVER_NAMESPACE]
     assert len(_grants(shared)) == len(_grants(driver_objects()))
 
 

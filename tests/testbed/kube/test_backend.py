@@ -334,7 +334,9 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     result = backend.run(_workload(), tmp_path / "run", seed=7)
     assert not result.failed, result.summary.get("failure")
     watched = {f"GET {PODS}", f"GET {LEASE}", f"GET {REVISIONS}", "GET /api/v1/nodes",  # the FaultWatch's looks
-               *(f"GET /api/v1/namespaces/{ns}/pods" for ns in ("knative-serving", "kourier-system", "kube-flannel"))}
+               *(f"GET /api/v1/namespaces/{ns}/pods" for ns in ("knative-serving", "kourier-system", "kube-flannel")),
+               *(f"GET /api/v1/namespaces/knative-serving/configmaps/{cm}" for cm in
+                 ("config-autoscaler", "config-deployment", "config-features", "config-network"))}
     assert watched <= set(fake.calls)
     calls = squeeze([c for c in fake.calls if c not in watched])
     assert calls[:7] == [

@@ -63,6 +63,9 @@ FAULTS = {
                         "infra", "the data-plane pod went away during the run (it ran on node-1)"),
     "gateway not ready": (lambda f: setattr(f, "on_first_request", lambda: f.unready_infra(GATEWAY)), {},
                           "infra", "the data-plane pod is no longer Ready"),
+    "knative config edited": (lambda f: setattr(f, "on_first_request", lambda: f.knative_config["config-autoscaler"]
+                                                .update({"stable-window": "6s"})), {},
+                              "knative-config", "changed during the run ("),
     "coredns restart": (lambda f: setattr(f, "on_first_request", lambda: f.restart_infra(COREDNS, "Error", 1)), {},
                         "infra", "the data-plane pod restarted: restartCount 0 -> 1 (last exit 1: Error)"),
 }
@@ -102,6 +105,22 @@ def test_a_clean_run_records_no_fault(fake, tmp_path):
     assert summary["data_plane"][f"knative-serving/{ACTIVATOR}"] == "node-1"
     assert summary["data_plane"]["kube-flannel/kube-flannel-ds-node-2"] == "node-2"
     assert len(summary["data_plane"]) == 7 + 2 * len(fake.nodes)
+    config = summary["knative_config"]
+    assert sorted(config) == ["config-autoscaler", "config-deployment", "config-features", "config-network"]
+    assert "absent" not in config.values() and len(set(config.values())) == 4
+
+
+def test_knative_config_changed_between_runs_voids_every_later_run(fake, tmp_path):
+    backend = make_backend(fake, fault_poll_s=0.1)
+    backend.apply(BINPACK)
+    assert not backend.run(_workload(), tmp_path / "first").failed
+    del fake.knative_config["config-network"]  # someone deleted (or edited) it between two runs
+    result = backend.run(_workload(), tmp_path / "second")
+    backend.close()
+    assert result.failed
+    assert ("knative-config knative-serving/config-network: changed since the experiment's first run ("
+            in result.summary["failure"])
+    assert "-> absent): the runs are not comparable" in result.summary["failure"]
 
 
 def test_an_oomkill_is_recorded_by_pod(fake, tmp_path):

@@ -103,7 +103,43 @@ def test_every_object_passes_the_kubernetes_schema(documents):
     kinds = sorted({o["kind"] for _, o in _k8s_objects(documents)})
     assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Namespace", "ResourceQuota", "Role",
                      "RoleBinding", "Service", "ServiceAccount"]
-    assert checked == 14 + 11  # the driver's: namespace, quota, account, cluster role and binding, 3 roles and bindings
+    assert checked == 15 + 13  # + config-autoscaler; the driver's: namespace, quota, account, cluster role and binding, 4 roles and bindings
+
+
+def test_config_autoscaler_is_what_the_simulator_runs_with_every_key_knative_parses():
+    """Parsed back as knative/serving pkg/autoscaler/config/config.go NewConfigFromMap does
+    (percentages above 1 become fractions, durations in seconds), it is the simulator's
+    AutoscalerConfig; and every key is one that function parses (no key Knative would ignore)."""
+    from testbed.autoscaler.kpa import AutoscalerConfig
+
+    parsed_by_knative = {"pod-autoscaler-class", "enable-scale-to-zero", "allow-zero-initial-scale",
+                         "max-scale-up-rate", "max-scale-down-rate", "container-concurrency-target-percentage",
+                         "container-concurrency-target-default", "requests-per-second-target-default",
+                         "target-burst-capacity", "panic-window-percentage", "activator-capacity",
+                         "panic-threshold-percentage", "initial-scale", "max-scale", "max-scale-limit", "stable-window",
+                         "scale-down-delay", "scale-to-zero-grace-period", "scale-to-zero-pod-retention-period"}
+    data = render.knative_autoscaler()["data"]
+    assert set(data) == parsed_by_knative
+    fraction = float(data["container-concurrency-target-percentage"])
+    back = AutoscalerConfig(
+        enable_scale_to_zero=data["enable-scale-to-zero"] == "true",
+        allow_zero_initial_scale=data["allow-zero-initial-scale"] == "true",
+        max_scale_up_rate=float(data["max-scale-up-rate"]), max_scale_down_rate=float(data["max-scale-down-rate"]),
+        container_concurrency_target_fraction=fraction / 100 if fraction > 1 else fraction,
+        container_concurrency_target_default=float(data["container-concurrency-target-default"]),
+        rps_target_default=float(data["requests-per-second-target-default"]),
+        target_burst_capacity=float(data["target-burst-capacity"]),
+        panic_window_percentage=float(data["panic-window-percentage"]),
+        activator_capacity=float(data["activator-capacity"]),
+        panic_threshold_percentage=float(data["panic-threshold-percentage"]),
+        initial_scale=int(data["initial-scale"]), max_scale=int(data["max-scale"]),
+        stable_window_s=float(data["stable-window"].removesuffix("s")),
+        scale_down_delay_s=float(data["scale-down-delay"].removesuffix("s")),
+        scale_to_zero_grace_period_s=float(data["scale-to-zero-grace-period"].removesuffix("s")),
+        scale_to_zero_pod_retention_period_s=float(data["scale-to-zero-pod-retention-period"].removesuffix("s")))
+    assert back == AutoscalerConfig()
+    other = render.knative_autoscaler(AutoscalerConfig(stable_window_s=30.0, target_burst_capacity=-1))["data"]
+    assert other["stable-window"] == "30s" and other["target-burst-capacity"] == "-1"
 
 
 def _strategic_merge(base, patch):
