@@ -10,6 +10,7 @@ client's ``parse_quantity`` so they mean exactly what they mean in a pod spec.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -292,6 +293,16 @@ def spec_to_dict(spec: FunctionSpec) -> dict[str, Any]:
     if spec.measured is not None:
         d["measured"] = {k: getattr(spec.measured, k) for k in spec.measured.__dataclass_fields__}
     return d
+
+
+def check_suite_functions(functions: Iterable[str], *, file: str | Path) -> None:
+    """Refuse a workload ``file`` naming a function the suite lacks, in one line naming the file
+    and its ``function`` column, before anything runs (the simulator and the embedded lab run the
+    suite's functions only)."""
+    specs = discover_specs()
+    missing = sorted(set(functions) - set(specs))
+    if missing:
+        raise InputError(f"unknown function(s) {missing}; the suite has {sorted(specs)}", file=file, field="function")
 
 
 def discover_specs(root: Path = FUNCTIONS_DIR) -> dict[str, FunctionSpec]:

@@ -273,6 +273,10 @@ def _tune(args: TuneArgs, ctx: typer.Context) -> None:
         config = tune_config(args, given)
 
     wl, scenario_cluster = resolve_workload(config.workload, seed=config.seed)
+    if config.backend != "kube" and Path(config.workload).exists():  # kube: the deployed Services decide
+        from functions.spec import check_suite_functions
+
+        check_suite_functions(wl.functions, file=config.workload)
     cluster_name = config.cluster or scenario_cluster
     if not cluster_name and config.backend != "kube":
         raise AgentError("--cluster is required for this workload (it names no cluster)")

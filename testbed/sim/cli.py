@@ -45,7 +45,11 @@ def _workload(workload: str) -> Any:
         raise InputError("is a directory; give a workload Parquet file or a scenario name", file=p, field="--workload")
     # anything that looks like a path is read as one, so a typo says "no such file", not "unknown scenario"
     if p.exists() or p.suffix or "/" in workload:
-        return read_workload(p)
+        from functions.spec import check_suite_functions
+
+        wl = read_workload(p)
+        check_suite_functions(wl.functions, file=p)
+        return wl
     from testbed.scenarios import build_workload, get_scenario
 
     return build_workload(get_scenario(workload))

@@ -94,6 +94,24 @@ def test_a_corrupt_policy_json_is_one_line_naming_it(tmp_path, made_backends, ki
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", [["tune", "--backend", "sim", "--cluster", "lab-small", "--method", "hill"],
+                                     ["tune", "--backend", "local", "--cluster", "lab-small", "--method", "hill"],
+                                     ["sim", "run", "--cluster", "lab-small"]])
+def test_a_workload_naming_a_function_the_suite_lacks_names_the_file_before_anything_runs(tmp_path, made_backends,
+                                                                                        command):
+    import numpy as np
+
+    from loadgen.workload import make_workload, write_workload
+
+    path = tmp_path / "mine.parquet"
+    write_workload(make_workload(np.linspace(0.0, 5.0, 4), ["float-ops", "nope"] * 2, metadata={"name": "x"}), path)
+    out = tmp_path / "exp"
+    result = runner.invoke(app, [*command, "--workload", str(path), "--out", str(out)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1].startswith(f"Error: {path}: field function: unknown function(s) ['nope']")
+    assert not made_backends and not (out / "experiment.jsonl").exists() and not (out / "summary.json").exists()
+
+
 @pytest.mark.parametrize(("option", "value"), [
     ("--max-reruns", "-1"), ("--max-reruns", "1000000000"), ("--confirm", "-2"), ("--confirm", "1000000000"),
     ("--repeats", "0"), ("--repeats", "1000000000"), ("--steps", "0"), ("--steps", "-1"), ("--steps", "1000000000"),
