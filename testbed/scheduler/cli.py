@@ -44,7 +44,7 @@ def score_cmd(
 ) -> None:
     """Score every node for one pod and print JSON.
 
-    The JSON holds the feasible nodes, the plugins whose PreScore skipped, each node's per-plugin scores (0..100, before the weight) and weighted total, the selected node, and "unschedulable": each node that fails Filter with kube-scheduler's reasons ("Insufficient cpu", "node(s) had untolerated taint {key: value}", ...). When no node fits, the JSON also holds "fit_error", kube-scheduler's "0/N nodes are available: ..." message, which is printed on stderr too, and the exit status is 1.
+    The JSON holds the feasible nodes, the plugins whose PreScore skipped, each feasible node's per-plugin scores (0..100, before the weight, normalised over the feasible nodes as kube-scheduler does) and weighted total, the selected node, and, apart, "unschedulable": each node that fails Filter with kube-scheduler's reasons ("Insufficient cpu", "node(s) had untolerated taint {key: value}", ...). When no node fits, the JSON also holds "fit_error", kube-scheduler's "0/N nodes are available: ..." message, which is printed on stderr too, and the exit status is 1.
     """
     cfg = load_config(config) if config is not None else SchedulerConfig(profiles=(profile_from_weights({}),))
     node_list = load_nodes(nodes)
@@ -65,7 +65,7 @@ def score_cmd(
     sched = Scheduler(node_list, prof, kube_version=kube_version, seed=seed)
     if pods is not None:
         sched.bind_existing(load_pods(pods))
-    result = sched.score(incoming)
+    result = sched.score_feasible(incoming)
     typer.echo(json.dumps(result.to_dict(), indent=2))
     if result.fit_error is not None:
         raise FitError(f"pod {incoming.namespace}/{incoming.name or '<unnamed>'}: {result.fit_error}")

@@ -605,6 +605,29 @@ class Scheduler:
             fit_error=fit_error_message(self.n, reasons) if sel is None else None,
         )
 
+    def score_feasible(self, pod: Pod) -> ScoreResult:
+        """The cycle as kube-scheduler runs it (schedule_one.go): only the nodes that pass Filter
+        (``numFeasibleNodesToFind`` of them) are scored, normalised over those nodes; every other
+        node is in ``unschedulable`` with its reasons, not in ``scores``. What ``scheduler score``
+        prints."""
+        t = self._template(pod)
+        p = self._plan(t)
+        mask = self._feasible_mask(t, p, pod)
+        idx = self._sample(mask, advance=False)
+        scores, skipped = self._plugin_scores(p, idx)
+        totals = self._totals(scores, len(idx))
+        detail = {self.node_names[i]: {"plugins": {pl: int(s[k]) for pl, s in scores.items()}, "total": int(totals[k])}
+                  for k, i in enumerate(idx)}
+        sel = self._decide(pod, advance=False)
+        reasons = self._filter_reasons(t, p, pod, mask)
+        return ScoreResult(
+            profile=self.profile.scheduler_name,
+            feasible=tuple(self.node_names[i] for i in np.flatnonzero(mask)),
+            skipped=tuple(skipped), scores=detail,
+            selected=None if sel is None else self.node_names[sel], selected_index=sel,
+            unschedulable=reasons, fit_error=fit_error_message(self.n, reasons) if sel is None else None,
+        )
+
     def filter_reasons(self, pod: Pod) -> dict[str, list[str]]:
         """Why each node that fails Filter fails, as kube-scheduler's Filter statuses say it.
 

@@ -20,14 +20,17 @@ def score(*extra):
     return runner.invoke(app, args)
 
 
-def test_score_prints_every_node_and_a_feasible_pick():
+def test_score_prints_the_feasible_nodes_scores_the_filtered_ones_apart_and_a_feasible_pick():
     r = score("--config", str(EX / "binpack-profile.yaml"))
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert out["profile"] == "default-scheduler"
-    assert set(out["scores"]) == {"worker-a", "worker-b", "worker-c", "worker-d"}
-    # worker-d has a NoSchedule taint the pod does not tolerate
+    # worker-d has a NoSchedule taint the pod does not tolerate: not scored (upstream scores only
+    # the nodes that pass Filter), listed apart with its reason
     assert out["feasible"] == ["worker-a", "worker-b", "worker-c"]
+    assert set(out["scores"]) == set(out["feasible"])
+    assert list(out["unschedulable"]) == ["worker-d"]
+    assert out["unschedulable"]["worker-d"][0].startswith("node(s) had untolerated taint")
     assert out["selected"] in out["feasible"]
     assert "NodeAffinity" in out["skipped"]
     for node in out["scores"].values():
