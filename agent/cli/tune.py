@@ -16,6 +16,7 @@ from agent.loop.backends import Backend
 from agent.metrics import Metric
 from agent.rl.artefacts import SHIPPED_POLICY
 from agent.tuners.factory import METHODS, Method
+from functions.errors import ScoretuneError
 
 _RESUME_OPTIONS = {
     "backend": "--backend", "cluster": "--cluster", "workload": "--workload", "policy": "--policy",
@@ -300,9 +301,25 @@ def _tune(args: TuneArgs, ctx: typer.Context) -> None:
         be = make_backend(config.backend, spec, seed=config.seed, kube=KubeOptions(**config.backend_options)
                           if config.backend_options else None)
         config = dataclasses.replace(config, cluster=cluster_name or "")
+    live = _live_cluster(be, out) if tuner is None else None
     if tuner is None:
-        tuner = build(_live_cluster(be, out))
+        tuner = build(live)
+    _note_forced_placements(spec if spec is not None else live, be, wl, out)
     _run_experiment(config, be, wl, tuner, out, resume=args.resume is not None)
+
+
+def _note_forced_placements(cluster: Any, be: Any, wl: Any, out: Path) -> None:
+    """Say before the first run when no weight can move any pod (every function fits one node)."""
+    from testbed.sim.scheduling import forced_placement_note
+
+    if cluster is None and callable(getattr(be, "snapshot_cluster", None)):  # kube: the live nodes
+        try:
+            cluster = be.snapshot_cluster(out / "cluster-view")
+        except ScoretuneError as err:
+            console.print(f"[yellow]could not read the cluster to check its placements: {err}[/]")
+    note = forced_placement_note(cluster, wl.functions) if cluster is not None else None
+    if note:
+        console.print(f"[bold yellow]note:[/] {note}.")
 
 
 def _live_cluster(be: Any, out: Path) -> Any:

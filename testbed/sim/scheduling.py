@@ -10,6 +10,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from functions.knative import revision_pod
+from functions.spec import discover_specs
 from testbed.errors import InfeasibleClusterError
 from testbed.scheduler.framework import UNSCHEDULABLE_TAINT, Scheduler
 from testbed.scheduler.objects import (
@@ -21,6 +23,7 @@ from testbed.scheduler.objects import (
     is_scalar_resource,
     node_from_k8s,
     normalized_image_name,
+    pod_from_k8s,
 )
 from testbed.scheduler.selectors import terms_match, tolerated
 
@@ -123,6 +126,31 @@ def _bytes_text(n: int) -> str:
         if n >= size and n % size == 0:
             return f"{n // size}{unit}"
     return str(n)
+
+
+def feasible_nodes(cluster: ClusterSpec, functions: Sequence[str], profile: Profile | None = None) -> dict[str, list[str]]:
+    """Per function of the suite, the nodes of the *empty* cluster its revision pod passes Filter
+    on (:func:`filter_reason`; no pod-to-pod filter, which depends on the run)."""
+    specs = discover_specs()
+    chosen = {f: specs[f] for f in functions if f in specs}
+    nodes = sim_nodes(cluster, chosen)
+    out: dict[str, list[str]] = {}
+    for name, spec in chosen.items():
+        pod = pod_from_k8s(revision_pod(spec))
+        out[name] = [n.name for n in nodes if filter_reason(n, pod, profile) is None]
+    return out
+
+
+def forced_placement_note(cluster: ClusterSpec, functions: Sequence[str]) -> str | None:
+    """A sentence for the user when no score weight can change where any function's pods go:
+    every function passes Filter on one node at most (a taint, a selector, capacity), so the
+    scheduler has nothing to choose and tuning cannot improve anything. None otherwise."""
+    feasible = feasible_nodes(cluster, functions)
+    if not feasible or any(len(nodes) > 1 for nodes in feasible.values()):
+        return None
+    where = "; ".join(f"{f}: {', '.join(n) or 'none'}" for f, n in sorted(feasible.items()))
+    return (f"on cluster {cluster.name!r} every function passes the Filter plugins on one node at most ({where}): "
+            "no score weight can change a placement here, so tuning can find no improvement")
 
 
 def check_feasible(

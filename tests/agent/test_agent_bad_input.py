@@ -112,6 +112,32 @@ def test_a_workload_naming_a_function_the_suite_lacks_names_the_file_before_anyt
     assert not made_backends and not (out / "experiment.jsonl").exists() and not (out / "summary.json").exists()
 
 
+ONE_NODE = """name: one-open-node
+defaults: {pods: 110, image_pull_bandwidth: 50Mi}
+groups:
+  - {name: open, count: 1, cpu: "4", memory: 8Gi}
+  - name: closed
+    count: 2
+    cpu: "4"
+    memory: 8Gi
+    taints: [{key: dedicated, value: batch, effect: NoSchedule}]
+"""
+
+
+def test_tune_says_before_the_first_run_when_no_weight_can_move_a_pod(tmp_path):
+    (tmp_path / "one.yaml").write_text(ONE_NODE)
+    args = ["tune", "--backend", "sim", "--workload", "lab", "--method", "random", "--steps", "1",
+            "--out", str(tmp_path / "exp")]
+    result = runner.invoke(app, [*args, "--cluster", str(tmp_path / "one.yaml")])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "every function passes the Filter plugins on one node at most (aes: open-0;" in text
+    assert "no score weight can change a placement here" in text
+    assert text.index("no score weight") < text.index("step 0")  # before the first run
+    free = runner.invoke(app, [*args[:-1], str(tmp_path / "exp2"), "--cluster", "lab-taints"])  # PreferNoSchedule only
+    assert free.exit_code == 0 and "no score weight" not in free.output
+
+
 @pytest.mark.parametrize(("option", "value"), [
     ("--max-reruns", "-1"), ("--max-reruns", "1000000000"), ("--confirm", "-2"), ("--confirm", "1000000000"),
     ("--repeats", "0"), ("--repeats", "1000000000"), ("--steps", "0"), ("--steps", "-1"), ("--steps", "1000000000"),
