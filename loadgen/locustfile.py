@@ -188,11 +188,34 @@ def _write_records(index: int, records: dict[str, Any]) -> None:
                  json.dumps({**records, "epoch": records.get("epoch", _state.get("epoch"))}))
 
 
+def _process_facts() -> dict[str, Any]:
+    """What a load process reports with its records: its host, its versions of Locust, NumPy and
+    Python (a mismatch with the master voids the run), and its clock's offset from the master's,
+    measured when the plan arrived (the master's send time against this clock; one-way network
+    delay included, so an upper bound on a LAN)."""
+    import platform
+
+    import locust
+
+    sent = _state.get("plan_sent_at")
+    received = _state.get("plan_received_at")
+    return {"host": socket.gethostname(), "locust": locust.__version__, "numpy": np.__version__,
+            "python": platform.python_version(),
+            "clock_offset_s": None if sent is None or received is None else float(received - sent)}
+
+
+def _on_plan(msg: Any, **kwargs: Any) -> None:
+    _state["plan_received_at"] = time.time()
+    plan = _unpack(msg.data)
+    _state["plan_sent_at"] = plan.get("sent_at")
+    _plan.set(plan)
+
+
 @events.init.add_listener
 def _on_init(environment, **kwargs):
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
-        runner.register_message("scoretune_plan", lambda msg, **kw: _plan.set(_unpack(msg.data)))
+        runner.register_message("scoretune_plan", _on_plan)
         return
     plan = _load_plan()
     if isinstance(runner, MasterRunner):
@@ -214,6 +237,7 @@ def _on_test_start(environment, **kwargs):
         plan = _plan.get()
         if plan["epoch"] <= 0:
             plan["epoch"] = time.time() + EPOCH_LEAD_S
+        plan["sent_at"] = time.time()
         runner.send_message("scoretune_plan", _pack(plan))
 
 
@@ -277,9 +301,10 @@ class ScheduleUser(User):
             pool.spawn(self._fire, plan, int(k), epoch)
         pool.join(timeout=plan["timeout_s"] + 5.0)
         if worker:
-            runner.send_message("scoretune_records", {"index": index, "records": {**_records, "epoch": epoch}})
+            runner.send_message("scoretune_records", {"index": index, "records": {**_records, "epoch": epoch,
+                                                                                 "process": _process_facts()}})
         else:
-            _write_records(0, _records)
+            _write_records(0, {**_records, "process": {**_process_facts(), "clock_offset_s": 0.0}})
             _state["written"] = True
             gevent.spawn_later(0.1, runner.quit)
         raise StopUser()

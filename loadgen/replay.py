@@ -114,13 +114,14 @@ def write_schedule(workload: Workload, directory: Path, urls: list[str], hosts: 
     return path
 
 
-def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | None = None
-                  ) -> tuple[pd.DataFrame, int]:
+def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | None = None,
+                  processes: list[dict[str, Any]] | None = None) -> tuple[pd.DataFrame, int]:
     """The requests table: one row per scheduled request, filled from every ``records-*.json``.
 
     Returns the table and how many scheduled requests no load process reported (those are
     ``error`` with ``sent_s`` null and the error :data:`UNREPORTED`). ``epochs`` collects the Unix
-    time of t = 0 each file reports (records of older locustfiles report none)."""
+    time of t = 0 each file reports (records of older locustfiles report none); ``processes`` the
+    facts each load process reports (host, versions, clock offset), with its index."""
     n = len(workload)
     sent = np.full(n, np.nan)
     finished = np.full(n, np.nan)
@@ -135,6 +136,8 @@ def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | N
         rec = json.loads(path.read_text())
         if epochs is not None and isinstance(rec.get("epoch"), int | float) and rec["epoch"] > 0:
             epochs.append(float(rec["epoch"]))
+        if processes is not None and isinstance(rec.get("process"), dict):
+            processes.append({"index": int(path.stem.split("-")[1]), **rec["process"]})
         rid = np.asarray(rec["request_id"], dtype=np.int64)
         if rid.size == 0:
             continue
@@ -170,6 +173,40 @@ def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | N
         }
     )
     return table, int((~seen).sum())
+
+
+MAX_CLOCK_OFFSET_S = 0.1
+"""The largest clock offset of a load process from the master's before a run is void: a worker
+whose clock is off by d sends its slice of the schedule d late (or early). 0.1 s is far above what
+chrony keeps on a LAN (well under 1 ms) and what the message's one-way delay adds, so it only
+fires on a clock that is really off; ``inf`` turns the check off."""
+
+
+def process_problems(processes: list[dict[str, Any]], *, max_clock_offset_s: float = MAX_CLOCK_OFFSET_S) -> list[str]:
+    """Why the load processes' facts make the run void: a clock offset past the bound, or a
+    Locust or NumPy version other than this host's (the master's environment), which changes how
+    requests are sent or how the schedule is split."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    mine: dict[str, str | None] = {}
+    for pkg in ("locust", "numpy"):
+        try:
+            mine[pkg] = version(pkg)
+        except PackageNotFoundError:
+            mine[pkg] = None
+    out = []
+    for p in sorted(processes, key=lambda x: x["index"]):
+        who = f"load process {p['index']} on {p.get('host') or '?'}"
+        off = p.get("clock_offset_s")
+        if isinstance(off, int | float) and abs(off) > max_clock_offset_s:
+            out.append(f"{who}: its clock is {off:+.3f} s off the master's (bound {max_clock_offset_s:g} s): "
+                       "check chrony on that host")
+        for pkg, want in mine.items():
+            theirs = p.get(pkg)
+            if want is not None and theirs is not None and theirs != want:
+                out.append(f"{who} runs {pkg} {theirs}, the master {want}: install the same versions "
+                           "(ansible/loadgen.yml pins them)")
+    return out
 
 
 def _command(role: str, *, users: int, run_time_s: float, stop_timeout_s: float, port: int, workers: int,
@@ -209,6 +246,7 @@ def replay(
     master_bind_host: str = "127.0.0.1",
     master_port: int | None = None,
     workers_wait_s: float = WORKERS_WAIT_S,
+    max_clock_offset_s: float = MAX_CLOCK_OFFSET_S,
 ) -> RunResult:
     """Replay ``workload`` open loop against ``targets`` and write a run directory to ``out_dir``.
 
@@ -228,6 +266,9 @@ def replay(
         set to an address they can reach and a fixed ``master_port``.
     workers_wait_s: the longest the master waits for all its workers to connect; a worker that
         does not come is a failed run naming it, never a hang.
+    max_clock_offset_s: a load process whose clock is further than this from the master's, or
+        that runs another Locust or NumPy version, voids the run (:func:`process_problems`);
+        every process's host, versions and offset go to ``summary.json`` ``replay.processes``.
 
     A worker that connected but sent no records (it died, lost the network, or its clock put its
     requests outside the run) fails the run too, naming its index: its slice of the schedule is
@@ -240,6 +281,8 @@ def replay(
         raise InputError(f"must be > 0, got {timeout_s!r}", field="timeout_s")
     if workers < 0 or remote_workers < 0:
         raise InputError(f"must be >= 0, got {min(workers, remote_workers)!r}", field="workers")
+    if not max_clock_offset_s > 0:  # NaN fails too
+        raise InputError(f"must be > 0 (inf: no check), got {max_clock_offset_s!r}", field="max_clock_offset_s")
     if remote_workers and not master_port:
         raise InputError("remote workers need a fixed master_port to connect to", field="master_port")
     if len(workload) == 0:
@@ -307,7 +350,8 @@ def replay(
                 p.kill()
                 p.wait()
     epochs: list[float] = []
-    requests, unsent = merge_records(workload, work, epochs)
+    processes: list[dict[str, Any]] = []
+    requests, unsent = merge_records(workload, work, epochs, processes)
     if total_workers and failure is None:
         silent = sorted(set(range(total_workers)) - {int(p.stem.split("-")[1]) for p in work.glob("records-*.json")})
         if silent:
@@ -315,6 +359,9 @@ def replay(
                        f"dropped out of the run, so {unsent} request(s) are unreported")
     if unsent and failure is None:
         failure = f"{unsent} scheduled request(s) never reported by the load generator (see {work}/*.log)"
+    problems = process_problems(processes, max_clock_offset_s=max_clock_offset_s)
+    if problems and failure is None:
+        failure = "void: " + "; ".join(problems)
     if failure:
         logger.error("replay failed: %s", failure)
     summary_info = {
@@ -327,6 +374,8 @@ def replay(
             "wall_s": round(time.time() - t0, 3),
             "unreported": unsent,
             "start_epoch": min(epochs) if epochs else None,  # the load processes share one epoch
+            "processes": sorted(processes, key=lambda x: x["index"]),
+            "max_clock_offset_s": max_clock_offset_s,
         },
         "workload": {k: workload.metadata.get(k) for k in ("name", "source", "seed", "file", "duration_s")
                      if k in workload.metadata},

@@ -25,7 +25,7 @@ _RESUME_OPTIONS = {
     "max_late_share": "--max-late-share", "kubeconfig": "--kubeconfig", "context": "--context",
     "namespace": "--namespace", "ingress_url": "--ingress-url", "cold_nodes": "--cold-nodes",
     "remote_workers": "--remote-workers", "master_bind_host": "--master-bind-host", "master_port": "--master-port",
-    "workers_wait_s": "--workers-wait-s", "fault_wait_s": "--fault-wait-s",
+    "workers_wait_s": "--workers-wait-s", "fault_wait_s": "--fault-wait-s", "max_clock_offset_s": "--max-clock-offset-s",
 }
 """Config field (or backend option) -> the ``tune`` option that sets it, for resume errors."""
 
@@ -91,7 +91,8 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
         health = dataclasses.replace(health, max_late_share=values["max_late_share"])
     overrides["health"] = HealthBounds(**dataclasses.asdict(health))
     kube = {k: values[k] for k in ("kubeconfig", "context", "namespace", "ingress_url", "remote_workers",
-                                   "master_bind_host", "master_port", "workers_wait_s") if k in given}
+                                   "master_bind_host", "master_port", "workers_wait_s", "max_clock_offset_s")
+            if k in given}
     if "cold_nodes" in given:
         kube["cold_nodes"] = _node_names(values["cold_nodes"])
     if kube:
@@ -157,6 +158,8 @@ class TuneArgs:
                             min=1, max=65535)
     workers_wait_s: float = opt("kube: how long the master waits for every worker before the run is void (s).", 60.0,
                                  callback=finite(1.0, 3600.0))
+    max_clock_offset_s: float = opt("kube: a Locust worker whose clock is further than this from the master's (s) "
+                                    "voids the run (chrony keeps it under 1 ms on a LAN).", 0.1, callback=finite(0.001, 3600.0))
     fault_wait_s: float = opt("Wait this long after the lab failed to prepare a step (node not Ready, cache purge, "
                                "rollout) before retrying it; --max-reruns bounds the retries.", 30.0,
                                callback=finite(0.0, 3600.0))
@@ -241,7 +244,8 @@ def tune_config(args: TuneArgs, given: set[str]) -> Any:
         backend_options=dataclasses.asdict(KubeOptions(
             args.kubeconfig, args.context, args.namespace, args.ingress_url, cold_nodes=_node_names(args.cold_nodes),
             remote_workers=args.remote_workers, master_bind_host=_address(args.master_bind_host),
-            master_port=args.master_port, workers_wait_s=args.workers_wait_s))
+            master_port=args.master_port, workers_wait_s=args.workers_wait_s,
+            max_clock_offset_s=args.max_clock_offset_s))
         if args.backend == "kube" else {},
     ).with_absolute_paths()
 

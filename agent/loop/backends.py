@@ -49,6 +49,9 @@ class KubeOptions:
     """The master's port (the locust_loadgen role's ``locust_loadgen_master_port``)."""
     workers_wait_s: float = 60.0
     """How long the master waits for the workers before a run counts as failed (void, rerun)."""
+    max_clock_offset_s: float = 0.1
+    """A load process whose clock is further than this (s) from the master's voids the run
+    (loadgen.replay.MAX_CLOCK_OFFSET_S; inf turns the check off)."""
 
 
 def resolve_workload(workload: str, *, seed: int = 0) -> tuple[Any, str | None]:
@@ -89,7 +92,7 @@ def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | 
         return KubeBackend(kubeconfig=k.kubeconfig, context=k.context, namespace=k.namespace, ingress_url=k.ingress_url,
                            image_state=ImageState(cold_nodes=tuple(k.cold_nodes)), remote_workers=k.remote_workers,
                            master_bind_host=k.master_bind_host, master_port=k.master_port,
-                           workers_wait_s=k.workers_wait_s)
+                           workers_wait_s=k.workers_wait_s, max_clock_offset_s=k.max_clock_offset_s)
     raise AgentError(f"unknown backend {name!r}; valid: {list(BACKENDS)}")
 
 

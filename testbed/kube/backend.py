@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 
+from loadgen.replay import MAX_CLOCK_OFFSET_S
 from loadgen.results import RunResult, empty_placements, write_run
 from testbed.cluster import ClusterSpec, cluster_to_dict
 from testbed.errors import ClusterSpecError, LabFault, TestbedError
@@ -437,6 +438,8 @@ class KubeBackend:
     master_bind_host: str = "127.0.0.1"
     master_port: int | None = None
     workers_wait_s: float = 60.0
+    max_clock_offset_s: float = MAX_CLOCK_OFFSET_S
+    """A load process whose clock is further than this from the master's voids the run (loadgen.replay)."""
     request_timeout_s: float = 30.0
     start_lead_s: float = 3.0
     api_client: Any = None
@@ -1031,7 +1034,8 @@ class KubeBackend:
             result = replay(workload, targets, out_dir, timeout_s=self.request_timeout_s, workers=self.replay_workers,
                             info=info, host_template=host_template, start_epoch=t_start,
                             remote_workers=self.remote_workers, master_bind_host=self.master_bind_host,
-                            master_port=self.master_port, workers_wait_s=self.workers_wait_s)
+                            master_port=self.master_port, workers_wait_s=self.workers_wait_s,
+                            max_clock_offset_s=self.max_clock_offset_s)
             time.sleep(self.timeouts.settle_s)
         except TestbedError as err:
             seen = faults.stop() if faults is not None else []

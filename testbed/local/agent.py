@@ -43,7 +43,7 @@ import psutil
 from aiohttp import ClientSession, ClientTimeout, web
 
 from testbed.local import cpu
-from testbed.local.state import LabState, record_for
+from testbed.local.state import LabState, ProcRecord, record_for
 
 log = logging.getLogger(__name__)
 
@@ -325,6 +325,38 @@ class NodeAgent:
         return app
 
 
+ORPHAN_CHECK_S = 1.0
+CONTROLLER_GRACE_S = 15.0
+"""How long an agent outlives its lab's controller (it starts before the controller, and a run
+never needs an agent without one)."""
+
+
+def orphaned(state: LabState, started: float, now: float) -> str | None:
+    """Why this agent's lab is gone, or None while it lives: its state directory or ``lab.json``
+    removed (``down`` ran, or the experiment's folder was deleted), the process that owns the lab
+    gone, or no controller alive for ``CONTROLLER_GRACE_S``. An agent that outlives its lab is a
+    process nothing else will ever stop."""
+    lab = state.read_lab()
+    if lab is None:
+        return f"the lab's state ({state.lab_file}) is gone"
+    owner = lab.get("owner")
+    if owner and not ProcRecord(**owner).alive():
+        return f"the lab's owner (pid {owner['pid']}) is gone"
+    if now - started >= CONTROLLER_GRACE_S and not state.live_procs("controller"):
+        return "the lab's controller is gone"
+    return None
+
+
+async def _orphan_watch(state: LabState, stop: asyncio.Event) -> None:
+    started = time.monotonic()
+    while not stop.is_set():
+        await asyncio.sleep(ORPHAN_CHECK_S)
+        why = orphaned(state, started, time.monotonic())
+        if why is not None:
+            log.warning("%s: this agent stops (its instances with it)", why)
+            stop.set()
+
+
 async def _serve(agent: NodeAgent, state: LabState, name: str) -> None:
     runner = web.AppRunner(agent.app(), access_log=None, handle_signals=False)
     await runner.setup()
@@ -337,7 +369,9 @@ async def _serve(agent: NodeAgent, state: LabState, name: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    watch = asyncio.create_task(_orphan_watch(state, stop))
     await stop.wait()
+    watch.cancel()
     await runner.cleanup()
 
 

@@ -27,7 +27,7 @@ import requests
 from testbed.cluster import ClusterSpec, cluster_to_dict, load_cluster
 from testbed.errors import ClusterSpecError, TestbedError
 from testbed.local import cpu
-from testbed.local.state import LabState, record_for, stop_process
+from testbed.local.state import LabState, ProcRecord, record_for, stop_process
 
 log = logging.getLogger(__name__)
 
@@ -204,13 +204,13 @@ def start_agents(spec: ClusterSpec, state: LabState) -> dict[str, int]:
     """One agent process per node; returns node -> agent port once every agent listens."""
     recs = []
     for n in spec.nodes:
-        args = ["testbed.local.agent", "--state-dir", str(state.root), "--node", n.name]
+        args = ["testbed.local.agent", "--state-dir", str(state.root.resolve()), "--node", n.name]
         recs.append((n.name, _spawn(state, "agent", f"agent-{n.name}", args)))
     return {name: state.wait_port(f"agent-{name}", rec, START_TIMEOUT_S) for name, rec in recs}
 
 
 def start_controller(state: LabState, port: int, mode: cpu.CpuMode) -> LabHandle:
-    ctrl = _spawn(state, "controller", "controller", ["testbed.local.controller", "--state-dir", str(state.root), "--port", str(port)])
+    ctrl = _spawn(state, "controller", "controller", ["testbed.local.controller", "--state-dir", str(state.root.resolve()), "--port", str(port)])
     bound = state.wait_port("controller", ctrl, START_TIMEOUT_S)
     handle = LabHandle(state.root, f"http://127.0.0.1:{bound}", mode)
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -254,9 +254,34 @@ def up(
     return handle
 
 
+LAB_MODULES = {"testbed.local.controller": "controller", "testbed.local.agent": "agent"}
+
+
+def stray_processes(state_root: Path) -> list[ProcRecord]:
+    """Lab processes no record names any more: a controller or agent (``python -m
+    testbed.local.{controller,agent} --state-dir DIR``) of this state directory whose record was
+    lost (an earlier lab there failed or was cleared), or of a state directory that no longer
+    exists (its experiment's folder was deleted). Found by their command line."""
+    root = state_root.resolve()
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline", "create_time"]):
+        cmd = p.info.get("cmdline") or []
+        role = next((LAB_MODULES[a] for a in cmd if a in LAB_MODULES), None)
+        if role is None or "--state-dir" not in cmd or p.info["pid"] == os.getpid():
+            continue
+        i = cmd.index("--state-dir")
+        if i + 1 >= len(cmd):
+            continue
+        theirs = Path(cmd[i + 1])
+        if (theirs.exists() and theirs.resolve() == root) or not theirs.exists():
+            found.append(ProcRecord(role, f"stray-{p.info['pid']}", p.info["pid"], p.info["create_time"], os.getpid()))
+    return found
+
+
 def down(state_dir: str | Path | None = None) -> dict[str, int]:
     """Stop every process the lab in ``state_dir`` started (controller, agents, instances), by pid,
-    remove its cgroups, and forget its state. Returns how many of each were stopped."""
+    then any lab process of this state directory (or of one that no longer exists) that no record
+    names, remove its cgroups, and forget its state. Returns how many of each were stopped."""
     state = LabState(state_dir)
     stopped: dict[str, int] = {"controller": 0, "agent": 0, "instance": 0, "cgroups": 0}
     for role in ("controller", "agent", "instance"):
@@ -266,6 +291,10 @@ def down(state_dir: str | Path | None = None) -> dict[str, int]:
             if stop_process(rec):
                 stopped[role] += 1
             state.remove_proc(rec.role, rec.name)
+    for rec in stray_processes(state.root):
+        if stop_process(rec):
+            log.warning("stopped a stray lab %s (pid %d) no record named", rec.role, rec.pid)
+            stopped[rec.role] += 1
     for path in sorted(state.cgroups(), key=lambda p: -len(Path(p).parts)):
         if Path(path).exists() and cpu.remove_cgroup(path):
             stopped["cgroups"] += 1

@@ -2,7 +2,7 @@
 the host firewall's rules (the ports each group needs, from the inventory's addresses only unless
 a lab network is set, nothing etcd or the controllers listen on, the pod network trusted), one
 flanneld --iface per node address, and the overlay MTU check run for real with a fake ``ip`` and
-a fake sysfs."""
+a fake sysfs, and the clock check with a fake ``chronyc``."""
 
 from __future__ import annotations
 
@@ -112,3 +112,32 @@ def test_the_overlay_mtu_check_catches_flannel_on_lo(tmp_path, overlay, ok):
     assert (done.returncode == 0) == ok, done.stdout[-3000:]
     if not ok:
         assert "w1: flannel.1 has MTU 65486, expected 1450 (ens3" in done.stdout
+
+
+FAKE_CHRONYC = """#!/bin/sh
+# chronyc -c tracking: Ref-ID,name,stratum,ref time,system time (the offset, s),last offset,...
+echo "C0A80001,ntp.lab,2,1796500000.123,$FAKE_OFFSET,0.000001,0.000010,-3.210,0.001,0.010,0.002,0.001,64.2,Normal"
+"""
+
+
+@pytest.mark.parametrize(("offset", "ok"), [("0.000021", True), ("-0.000400", True), ("-0.350000", False)])
+def test_the_clock_check_refuses_a_host_past_the_bound(tmp_path, offset, ok):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "chronyc").write_text(FAKE_CHRONYC)
+    (bindir / "chronyc").chmod(0o755)
+    (tmp_path / "check.yml").write_text(yaml.safe_dump([{
+        "hosts": "gen", "gather_facts": False, "vars_files": [str(ANSIBLE / "group_vars" / "all.yml")],
+        "tasks": [{"ansible.builtin.include_role": {"name": "lab_clock", "tasks_from": "check"}}]}]))
+    done = _run(tmp_path, "check.yml", {}, env={"PATH": f"{bindir}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+                                                 "FAKE_OFFSET": offset})
+    assert (done.returncode == 0) == ok, done.stdout[-3000:]
+    if not ok:
+        assert "gen: the clock is -0.35 s off NTP time (bound 0.05 s" in done.stdout
+
+
+def test_every_host_gets_chrony_before_anything_else():
+    for playbook, first in (("site.yml", "Prepare every node"), ("loadgen.yml", "Install the load generators")):
+        plays = yaml.safe_load((ANSIBLE / playbook).read_text())
+        play = next(p for p in plays if p["name"].startswith(first))
+        assert play["roles"][0] == "lab_clock", playbook

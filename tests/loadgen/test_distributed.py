@@ -82,6 +82,40 @@ def test_a_master_and_two_worker_services_split_the_schedule(tmp_path):
     ids = [set(json.loads(p.read_text())["request_id"])
            for p in sorted((tmp_path / "run" / "locust").glob("records-*.json"))]
     assert len(ids) == 2 and ids[0].isdisjoint(ids[1]) and ids[0] | ids[1] == set(range(30))
+    # every worker's host, versions and clock offset from the master's are in summary.json
+    processes = json.loads((tmp_path / "run" / "summary.json").read_text())["replay"]["processes"]
+    from importlib.metadata import version
+
+    assert [p["index"] for p in processes] == [0, 1]
+    assert {p["locust"] for p in processes} == {version("locust")} and {p["numpy"] for p in processes} == {np.__version__}
+    assert all(0.0 <= p["clock_offset_s"] < 5.0 for p in processes)  # one clock: only the message's delay
+
+
+def test_a_worker_clock_past_the_bound_or_other_versions_void_the_run(tmp_path):
+    """Measured for real (two workers on this clock, the bound set below any message delay), and
+    the rule by hand: an offset past the bound, a Locust or NumPy version other than the master's."""
+    port = replay_mod._free_port()
+    wl = make_workload(np.linspace(0.0, 0.5, 6), ["a"] * 6)
+    out: dict = {}
+    with ReplayTestServer() as server:
+        th = _replay_in_thread(out, wl, server.url, tmp_path / "run", timeout_s=5.0, remote_workers=2,
+                               master_port=port, workers_wait_s=60, max_clock_offset_s=1e-9)
+        workers = _start_workers(2, port, tmp_path)
+        th.join(180)
+        _stop(workers)
+    result = out["r"]
+    assert result.failed and result.summary["failure"].startswith("void: load process 0 on ")
+    assert "off the master's (bound 1e-09 s): check chrony on that host" in result.summary["failure"]
+    assert result.summary["ok"] == 6  # measured and kept, not scored
+    from importlib.metadata import version
+
+    facts = {"index": 3, "host": "gen-2", "locust": "0.0.1", "numpy": np.__version__, "clock_offset_s": -0.25}
+    problems = replay_mod.process_problems([facts], max_clock_offset_s=0.1)
+    assert problems == ["load process 3 on gen-2: its clock is -0.250 s off the master's (bound 0.1 s): check chrony "
+                        "on that host",
+                        f"load process 3 on gen-2 runs locust 0.0.1, the master {version('locust')}: install the same "
+                        "versions (ansible/loadgen.yml pins them)"]
+    assert replay_mod.process_problems([{**facts, "locust": version("locust"), "clock_offset_s": 0.01}]) == []
 
 
 def test_a_worker_that_never_comes_fails_the_run_without_a_hang(tmp_path):

@@ -138,3 +138,48 @@ def test_lab_stops_itself_when_its_backend_process_dies(cluster_file, state_dir)
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+def _wait_dead(records, timeout_s: float = 20.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while any(r.alive() for r in records) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def test_agents_stop_by_themselves_when_their_labs_folder_is_deleted(cluster_file, tmp_path):
+    """A make tune that failed part-way, its controller killed and its folder deleted: nothing
+    can stop the agents by pid any more, so each stops itself once its lab's state is gone."""
+    import shutil
+    import signal
+
+    root = tmp_path / "doomed" / "lab-state"
+    labmod.up(cluster_file, state_dir=root, port=0)
+    recorded = LabState(root).procs()
+    agents = [r for r in recorded if r.role == "agent"]
+    assert len(agents) == 2
+    for rec in recorded:
+        if rec.role == "controller":
+            import os
+
+            os.kill(rec.pid, signal.SIGKILL)
+    shutil.rmtree(root.parent)
+    _wait_dead(agents)
+    assert not any(r.alive() for r in agents)
+
+
+def test_down_stops_agents_no_record_names(cluster_file, state_dir):
+    """An earlier lab in the same state directory whose records were lost (it failed, or another
+    lab cleared them): `testbed down` still finds its processes by their command line."""
+    labmod.up(cluster_file, state_dir=state_dir, port=0)
+    state = LabState(state_dir)
+    recorded = state.procs()
+    assert {r.role for r in recorded} == {"controller", "agent"}
+    for path in state.procs_dir.iterdir():  # the records are gone (lab.json stays), the processes are not
+        path.unlink()
+    assert state.procs() == [] and all(r.alive() for r in recorded)
+    stopped = labmod.down(state_dir)
+    _wait_dead(recorded, 5.0)
+    assert not any(r.alive() for r in recorded)
+    assert stopped["agent"] == 2 and stopped["controller"] == 1
