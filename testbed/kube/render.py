@@ -734,6 +734,27 @@ def openwhisk_pod_template(scheduler_name: str = SCHEDULER_NAME, *, namespace: s
 OPENWHISK_TEMPLATE_DIR = "/etc/scoretune"
 
 
+OPENWHISK_CORE: tuple[tuple[str, str], ...] = (
+    ("StatefulSet", "controller"), ("StatefulSet", "kafka"), ("StatefulSet", "zookeeper"),
+    ("Deployment", "couchdb"), ("Deployment", "redis"), ("Deployment", "apigateway"), ("Deployment", "nginx"),
+    ("Deployment", "alarmprovider"), ("Deployment", "kafkaprovider"),
+)
+"""The chart's components that run by default besides the invokers (openwhisk-deploy-kube
+``helm/openwhisk/templates/*-pod.yaml`` at the pinned commit), by kind and name suffix."""
+
+
+def openwhisk_core_pins(release: str = "owdev", *, namespace: str = "openwhisk") -> list[dict[str, Any]]:
+    """Patches that *require* every core component on a node labelled ``openwhisk-role=core`` (the
+    control plane, whose NoSchedule taint they tolerate). The chart only *prefers* non-invoker nodes
+    (``_affinity.tpl``, "only prefer because of single node clusters"), so Kafka, CouchDB, the
+    controller and nginx could share the invoker nodes with the action pods being placed."""
+    pin = {"nodeSelector": {"openwhisk-role": "core"},
+           "tolerations": [{"key": CONTROL_PLANE_ROLE, "operator": "Exists", "effect": "NoSchedule"},
+                           {"key": "openwhisk-role", "operator": "Equal", "value": "core", "effect": "NoSchedule"}]}
+    return [{"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": f"{release}-{name}", "namespace": namespace},
+             "spec": {"template": {"spec": dict(pin)}}} for kind, name in OPENWHISK_CORE]
+
+
 def openwhisk_invoker_patch(release: str = "owdev", *, namespace: str = "openwhisk") -> dict[str, Any]:
     """A strategic-merge patch of the chart's invoker StatefulSet (``helm/openwhisk/templates/
     invoker-pod.yaml``, container ``invoker``): mount the pod template and point the invoker at it.
@@ -788,6 +809,7 @@ RENDER_LAYOUT = {
     "functions/services.yaml": "one Knative Service per function",
     "openwhisk/pod-template.yaml": "the action pod template (schedulerName)",
     "openwhisk/invoker-patch.yaml": "mounts the template into the invoker",
+    "openwhisk/core-pins.yaml": "OpenWhisk's core components required on the core node",
 }
 """Every file ``render_lab`` writes, relative to its output directory; the roles name these paths."""
 
@@ -835,6 +857,7 @@ def lab_documents(
                                                     registry=images.image_registry),
         "openwhisk/pod-template.yaml": [openwhisk_pod_template(settings.scheduler_name, namespace=openwhisk_namespace)],
         "openwhisk/invoker-patch.yaml": [openwhisk_invoker_patch(openwhisk_release, namespace=openwhisk_namespace)],
+        "openwhisk/core-pins.yaml": openwhisk_core_pins(openwhisk_release, namespace=openwhisk_namespace),
     }
 
 
@@ -896,6 +919,7 @@ __all__ = [
     "knative_services",
     "kourier_nodeport",
     "lab_documents",
+    "openwhisk_core_pins",
     "openwhisk_invoker_patch",
     "openwhisk_pod_template",
     "rbac_objects",

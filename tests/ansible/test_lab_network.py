@@ -141,3 +141,31 @@ def test_every_host_gets_chrony_before_anything_else():
         plays = yaml.safe_load((ANSIBLE / playbook).read_text())
         play = next(p for p in plays if p["name"].startswith(first))
         assert play["roles"][0] == "lab_clock", playbook
+
+
+CHART_KEYS = {"789c46b1-71f6-4ed5-8c54-816aa4f8c502:abczO3xZCLrMN6v2BKK1dXYFpXlPkccOFqm12CdAsMgRU4VrNZ9lyGVCGuMDGIwP",
+              "23bc46b1-71f6-4ed5-8c54-816aa4f8c502:123zO3xZCLrMN6v2BKK1dXYFpXlPkccOFqm12CdAsMgRU4VrNZ9lyGVCGuMDGIwP"}
+"""openwhisk-deploy-kube's helm/openwhisk/values.yaml whisk.auth: published, so anyone could use them."""
+
+
+def test_openwhisk_credentials_are_generated_once_owner_only_and_never_the_charts(tmp_path):
+    import re
+    import stat
+
+    auth = tmp_path / "lab" / "openwhisk"
+    (tmp_path / "creds.yml").write_text(yaml.safe_dump([{
+        "hosts": "cp", "gather_facts": False, "vars_files": [str(ANSIBLE / "group_vars" / "all.yml")],
+        "tasks": [{"ansible.builtin.include_role": {"name": "openwhisk", "tasks_from": "credentials"}},
+                  {"ansible.builtin.debug": {"msg": "{{ openwhisk_auth | length }}"}}]}]))
+    for _ in range(2):  # a rerun keeps the lab's credentials
+        done = _run(tmp_path, "creds.yml", {"openwhisk_auth_dir": str(auth)})
+        assert done.returncode == 0, done.stdout[-3000:]
+        keys = {n: (auth / f"auth.{n}").read_text().strip() for n in ("system", "guest")}
+        if _ == 0:
+            first = keys
+    assert keys == first and keys["system"] != keys["guest"] and not set(keys.values()) & CHART_KEYS
+    for name, key in keys.items():
+        assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[A-Za-z0-9]{64}", key), key
+        assert stat.S_IMODE((auth / f"auth.{name}").stat().st_mode) == 0o600
+    assert stat.S_IMODE(auth.stat().st_mode) == 0o700
+    assert key not in done.stdout  # no_log: the credentials never reach the log

@@ -60,7 +60,8 @@ def documents(profile, specs):
 
 def _k8s_objects(documents):
     for rel, objects in documents.items():
-        if rel in ("functions/services.yaml", "openwhisk/invoker-patch.yaml", "knative/data-plane.yaml"):
+        if rel in ("functions/services.yaml", "openwhisk/invoker-patch.yaml", "knative/data-plane.yaml",
+                   "openwhisk/core-pins.yaml"):
             continue  # checked on their own (patches are partial objects)
         yield from ((rel, o) for o in objects)
 
@@ -186,6 +187,27 @@ def test_the_data_plane_is_pinned_to_the_control_plane_at_a_fixed_size(documents
         render.data_plane_pins(0)
     with pytest.raises(ConfigError, match="data_plane_node_selector"):
         render.data_plane_pins(1, {})
+
+
+def test_openwhisk_core_components_are_required_on_the_core_node(documents):
+    """Each of the chart's default core components (openwhisk-deploy-kube helm/openwhisk/templates,
+    at the pinned commit), merged with its patch, is a valid object whose pods only a node labelled
+    openwhisk-role=core can run; the invokers are not among them."""
+    patches = documents["openwhisk/core-pins.yaml"]
+    names = {p["metadata"]["name"] for p in patches}
+    assert names == {f"owdev-{n}" for n in ("controller", "kafka", "zookeeper", "couchdb", "redis", "apigateway",
+                                             "nginx", "alarmprovider", "kafkaprovider")}
+    assert "owdev-invoker" not in names
+    for patch in patches:
+        name = patch["metadata"]["name"]
+        base = {"apiVersion": "apps/v1", "kind": patch["kind"], "metadata": dict(patch["metadata"]),
+                "spec": {"selector": {"matchLabels": {"name": name}}, "template": {
+                    "metadata": {"labels": {"name": name}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+        if patch["kind"] == "StatefulSet":
+            base["spec"]["serviceName"] = name
+        merged = _strategic_merge(base, patch)
+        kubernetes_validate.validate(merged, KUBERNETES_VERSION, strict=True)
+        assert merged["spec"]["template"]["spec"]["nodeSelector"] == {"openwhisk-role": "core"}
 
 
 def test_the_schema_check_rejects_a_misspelt_field(documents):
