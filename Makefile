@@ -45,7 +45,7 @@ bench: setup
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/run.py --write BENCHMARKS.md
 
-## tune: the main job, a live tuning experiment on the embedded default with the shipped policy
+## tune: the main job, a live tuning experiment on the embedded default with the twin tuner
 tune: setup-run
 	$(BIN)/scoretune tune --embedded-default --out runs/tune --overwrite
 

@@ -104,3 +104,19 @@ def test_bench_agent_reports_positive_rates_for_every_tuner_and_the_policy():
     assert set(report["tuner_ms_per_step"]) == {"random", "tpe", "gp", "cmaes", "hill"}
     assert all(ms > 0 for ms in report["tuner_ms_per_step"].values())
     assert report["policy_predict_ms"] > 0  # the shipped policy loads and answers
+
+
+def test_make_tunes_preset_runs_the_twin_tuner_and_a_typed_tuner_wins(tmp_path):
+    """`make tune` is `tune --embedded-default`: the model-based twin tuner since it met issue 34's
+    lab targets; a --method or --policy typed with it is the one used."""
+    out = tmp_path / "exp"
+    result = runner.invoke(app, ["tune", "--embedded-default", "--backend", "sim", "--steps", "1", "--confirm", "1",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "config.json").read_text())
+    assert config["method"] == "twin" and config["policy"] is None and config["workload"] == "lab"
+    assert (out / "twin-fits.json").exists()
+    other = runner.invoke(app, ["tune", "--embedded-default", "--backend", "sim", "--method", "random", "--steps", "1",
+                                "--confirm", "0", "--out", str(tmp_path / "other")])
+    assert other.exit_code == 0, other.output
+    assert json.loads((tmp_path / "other" / "config.json").read_text())["method"] == "random"
