@@ -52,6 +52,9 @@ from functions.payload import PayloadError
 log = logging.getLogger(__name__)
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent
+PROTOCOLS = ("auto", "knative", "openwhisk")
+"""auto: both on one server (Knative posts to /, OpenWhisk's invoker to /init then /run), so one
+image serves either platform."""
 DEFAULT_PORT = 8080  # Knative's default user port (pkg/apis/serving/v1 DefaultUserPort)
 MAX_CONCURRENCY = 1000  # Knative's upper bound on containerConcurrency (config-defaults max)
 READY_WAIT_S = 300.0  # how long a request that arrives during warm-up waits for readiness
@@ -270,13 +273,17 @@ class FunctionApp:
             return JSONResponse({"error": f"body is not JSON: {err}"}, status_code=400, headers=headers)
         if not isinstance(overrides, dict):
             return JSONResponse({"error": "body must be a JSON object"}, status_code=400, headers=headers)
+        status, result = await self.call(overrides)
+        return JSONResponse(result, status_code=status, headers=headers)
+
+    async def call(self, overrides: dict[str, Any]) -> tuple[int, Any]:
+        """Run the handler on the spec's payload with ``overrides``: (HTTP status, JSON body), the
+        body ``{"error": ...}`` unless 200. Both protocols (Knative's, OpenWhisk's /run) use it."""
         payload = {**self.config.payload, **overrides}
         if not self.settled.is_set():
             await anyio.to_thread.run_sync(self.settled.wait, READY_WAIT_S)
         if self.handler is None:
-            return JSONResponse(
-                {"error": f"function not loaded: {self.load_error!r}"}, status_code=503, headers=headers
-            )
+            return 503, {"error": f"function not loaded: {self.load_error!r}"}
         handler = self.handler
         assert self._slots is not None and self._threads is not None
         try:
@@ -287,11 +294,11 @@ class FunctionApp:
                 finally:
                     self.running -= 1
         except PayloadError as err:
-            return JSONResponse({"error": str(err)}, status_code=400, headers=headers)
+            return 400, {"error": str(err)}
         except Exception as err:  # a handler failure is the request's 500, the instance lives on
             log.exception("function %s failed", self.config.name)
-            return JSONResponse({"error": f"{type(err).__name__}: {err}"}, status_code=500, headers=headers)
-        return JSONResponse(result, headers=headers)
+            return 500, {"error": f"{type(err).__name__}: {err}"}
+        return 200, result
 
 
 def build_app(
@@ -345,15 +352,29 @@ def serve(
     port: int | None = None,
     graceful_timeout_s: float = 30.0,
     log_level: str = "warning",
+    protocol: str = "auto",
 ) -> None:
-    """Serve function ``name`` until SIGTERM/SIGINT, then drain in-flight requests and exit."""
+    """Serve function ``name`` until SIGTERM/SIGINT, then drain in-flight requests and exit.
+    ``protocol``: ``knative`` (POST / with the payload), ``openwhisk`` (the action proxy's /init
+    and /run, :mod:`functions.openwhisk`) or ``auto``, both."""
     import uvicorn
 
+    if protocol not in PROTOCOLS:
+        raise FunctionsError(f"--protocol {protocol!r}: one of {', '.join(PROTOCOLS)}")
     instance = build_app(name)
+    app = instance.app
+    if protocol != "knative":
+        from functions.openwhisk import ActionProxy
+
+        proxy = ActionProxy(instance)
+        if protocol == "openwhisk":
+            app = proxy.app
+        else:
+            app.router.routes.extend(r for r in proxy.app.routes if getattr(r, "path", "") in ("/init", "/run"))
     if port is None:
         port = int(os.environ.get("PORT", DEFAULT_PORT))
     config = uvicorn.Config(
-        instance.app,
+        app,
         host=host,
         port=port,
         log_level=log_level,
@@ -374,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 inside a container)")
     parser.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to drain on SIGTERM")
     parser.add_argument("--log-level", default=os.environ.get("SCORETUNE_LOG_LEVEL", "warning"))
+    parser.add_argument("--protocol", default=os.environ.get("SCORETUNE_PROTOCOL", "auto"),
+                        help="knative (POST /), openwhisk (the action proxy: POST /init, POST /run) or auto "
+                             "(both); default: $SCORETUNE_PROTOCOL, else auto")
     args = parser.parse_args(argv)
     for key, value in SINGLE_THREAD_ENV.items():  # before the handler (and numpy) is imported
         os.environ.setdefault(key, value)
@@ -385,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             port=args.port,
             graceful_timeout_s=args.graceful_timeout,
             log_level=args.log_level,
+            protocol=args.protocol,
         )
     except FunctionsError as err:
         parser.exit(2, f"error: {err}\n")
