@@ -66,7 +66,8 @@ if _soft < _want:
 
 _plan: gevent.event.AsyncResult = gevent.event.AsyncResult()
 _records: dict[str, list] = {
-    k: [] for k in ("request_id", "sent_s", "finished_s", "status", "http_status", "node", "pod", "cold_start", "error")
+    k: [] for k in ("request_id", "sent_s", "finished_s", "status", "http_status", "node", "pod", "cold_start", "error",
+                    "activation_id", "wait_s", "init_s", "duration_s")
 }
 _state: dict[str, Any] = {"index": 0, "written": False, "dispatching": False, "done_workers": 0}
 
@@ -154,6 +155,43 @@ def _header(response, name: str) -> str | None:
     return None if value is None else str(value)
 
 
+WHISK_STATUS = {1: "application error", 2: "action developer error", 3: "whisk internal error"}
+"""An activation's ``response.statusCode`` (apache/openwhisk ActivationResponse.scala); 0 is success."""
+
+
+def _activation(response: Any, code: int | None) -> dict[str, Any]:
+    """What an OpenWhisk activation record (``blocking=true&result=false``) says: its id, the
+    waitTime/initTime annotations and duration (ms -> s; initTime only on a cold start), the
+    served-by facts the runtime put in its result, and the status to record. A 202 is the
+    controller's blocking limit running out: a timeout (the activation may finish later)."""
+    try:
+        body = json.loads(getattr(response, "content", None) or b"{}")
+    except (ValueError, TypeError):
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    notes = {a.get("key"): a.get("value") for a in body.get("annotations") or [] if isinstance(a, dict)}
+    result = (body.get("response") or {}).get("result") or {}
+    where = result.get("scoretune") if isinstance(result, dict) else None
+    where = where if isinstance(where, dict) else {}
+
+    def seconds(ms: Any) -> float | None:
+        return float(ms) / 1000.0 if isinstance(ms, int | float) else None
+
+    out: dict[str, Any] = {"activation_id": body.get("activationId"), "wait_s": seconds(notes.get("waitTime")),
+                           "init_s": seconds(notes.get("initTime")), "duration_s": seconds(body.get("duration")),
+                           "node": where.get("node"), "pod": where.get("pod"),
+                           "cold": where.get("cold") if "cold" in where else (notes.get("initTime") is not None
+                                                                              if notes else None),
+                           "status": None, "error": None}
+    whisk = (body.get("response") or {}).get("statusCode")
+    if code == 202:
+        out["status"], out["error"] = "timeout", "the controller's blocking wait ran out (HTTP 202)"
+    elif isinstance(whisk, int) and whisk != 0:
+        out["status"] = "error"
+        out["error"] = f"activation statusCode {whisk} ({WHISK_STATUS.get(whisk, 'unknown')})"
+    return out
+
+
 @events.request.add_listener
 def _on_request(request_type, name, response_time, response_length, response=None, context=None,
                 exception=None, start_time=None, url=None, **kwargs):
@@ -168,17 +206,28 @@ def _on_request(request_type, name, response_time, response_length, response=Non
         status = "ok"
     else:
         status = "timeout" if _is_timeout(exception) else "error"
-    cold = _header(response, "X-Scoretune-Cold-Start")
+    cold_text = _header(response, "X-Scoretune-Cold-Start")
+    cold = None if cold_text is None else cold_text.strip().lower() == "true"
+    node, pod = _header(response, "X-Scoretune-Node"), _header(response, "X-Scoretune-Pod")
+    error = _reason(exception, code, context.get("timeout_s", 0.0))
+    act: dict[str, Any] = {}
+    if context.get("platform") == "openwhisk" and response is not None:
+        act = _activation(response, code)
+        node, pod, cold = act["node"], act["pod"], act["cold"]
+        if act["status"] is not None:  # the activation's own verdict (202: a timeout; statusCode != 0: an error)
+            status, error = act["status"], act["error"]
     r = _records
     r["request_id"].append(int(context["request_id"]))
     r["sent_s"].append((start_time if start_time else context["sent"]) - epoch)
     r["finished_s"].append(now - epoch)
     r["status"].append(status)
     r["http_status"].append(code)
-    r["node"].append(_header(response, "X-Scoretune-Node"))
-    r["pod"].append(_header(response, "X-Scoretune-Pod"))
-    r["cold_start"].append(None if cold is None else cold.strip().lower() == "true")
-    r["error"].append(_reason(exception, code, context.get("timeout_s", 0.0)))
+    r["node"].append(node)
+    r["pod"].append(pod)
+    r["cold_start"].append(cold)
+    r["error"].append(error)
+    for key in ("activation_id", "wait_s", "init_s", "duration_s"):
+        r[key].append(act.get(key))
 
 
 def _write_records(index: int, records: dict[str, Any]) -> None:
@@ -259,7 +308,10 @@ class ScheduleUser(User):
         headers = {"X-Scoretune-Function": name, "Content-Type": "application/json"}
         if plan["hosts"][f]:
             headers["Host"] = plan["hosts"][f]
-        ctx = {"request_id": int(a["request_id"][k]), "epoch": epoch, "sent": time.time(), "timeout_s": plan["timeout_s"]}
+        if plan.get("authorization"):  # OpenWhisk: Basic auth with the lab's key
+            headers["Authorization"] = plan["authorization"]
+        ctx = {"request_id": int(a["request_id"][k]), "epoch": epoch, "sent": time.time(), "timeout_s": plan["timeout_s"],
+               "platform": plan.get("platform", "knative")}
         url = plan["urls"][f]
         try:
             with gevent.Timeout(plan["timeout_s"] + 1.0):

@@ -94,7 +94,8 @@ def resolve_targets(
 
 
 def write_schedule(workload: Workload, directory: Path, urls: list[str], hosts: list[str | None],
-                   functions: list[str], *, concurrency: int) -> Path:
+                   functions: list[str], *, concurrency: int, platform: str = "knative",
+                   auth: str | None = None) -> Path:
     """``schedule.npz`` (numeric columns) + ``schedule.json`` (names, URLs, distinct payloads): cheap
     for the Locust processes to load without pandas or pyarrow."""
     frame = workload.frame
@@ -108,10 +109,24 @@ def write_schedule(workload: Workload, directory: Path, urls: list[str], hosts: 
         function_index=fidx,
         payload_index=payload_codes.astype(np.int32),
     )
-    meta = {"functions": functions, "urls": urls, "hosts": hosts, "payloads": [str(p) for p in payloads],
-            "concurrency": concurrency}
+    meta: dict[str, Any] = {"functions": functions, "urls": urls, "hosts": hosts,
+                            "payloads": [str(p) for p in payloads], "concurrency": concurrency, "platform": platform}
+    if auth:
+        import base64
+
+        meta["authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
     path.with_suffix(".json").write_text(json.dumps(meta))
+    if auth:
+        path.with_suffix(".json").chmod(0o600)  # the key is in it
     return path
+
+
+ACTIVATION_FIELDS = ("activation_id", "wait_s", "init_s", "duration_s")
+"""The requests table's optional OpenWhisk columns (loadgen.results.OPTIONAL_REQUEST_FIELDS)."""
+
+OPENWHISK_ACTION_PATH = "/api/v1/namespaces/_/actions/{function}?blocking=true&result=false"
+"""apache/openwhisk docs/rest_api.md: a blocking invocation in the key's own namespace (``_``),
+answered with the whole activation record (``result=false``: its annotations and duration too)."""
 
 
 def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | None = None,
@@ -131,6 +146,9 @@ def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | N
     node = np.full(n, None, dtype=object)
     pod = np.full(n, None, dtype=object)
     cold = np.full(n, None, dtype=object)
+    activation = {k: np.full(n, None if k == "activation_id" else np.nan, dtype=object if k == "activation_id" else float)
+                  for k in ACTIVATION_FIELDS}
+    any_activation = False
     seen = np.zeros(n, dtype=bool)
     for path in sorted(records_dir.glob("records-*.json")):
         rec = json.loads(path.read_text())
@@ -153,6 +171,11 @@ def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | N
         pods = rec.get("pod")  # absent in records of older locustfiles
         pod[rid] = np.asarray(pods if pods is not None else [None] * rid.size, dtype=object)
         cold[rid] = np.asarray(rec["cold_start"], dtype=object)
+        for key in ACTIVATION_FIELDS:  # OpenWhisk runs only
+            values = rec.get(key)
+            if values is not None and any(v is not None for v in values):
+                any_activation = True
+                activation[key][rid] = [(np.nan if v is None else v) if key != "activation_id" else v for v in values]
         seen[rid] = True
     scheduled = workload.frame["t_s"].to_numpy(dtype=np.float64)
     table = pd.DataFrame(
@@ -172,6 +195,9 @@ def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | N
             "pod": pod,  # the pod that answered (X-Scoretune-Pod), where the runtime says
         }
     )
+    if any_activation:
+        for key in ACTIVATION_FIELDS:
+            table[key] = activation[key]
     return table, int((~seen).sum())
 
 
@@ -247,6 +273,8 @@ def replay(
     master_port: int | None = None,
     workers_wait_s: float = WORKERS_WAIT_S,
     max_clock_offset_s: float = MAX_CLOCK_OFFSET_S,
+    platform: str = "knative",
+    auth: str | None = None,
 ) -> RunResult:
     """Replay ``workload`` open loop against ``targets`` and write a run directory to ``out_dir``.
 
@@ -266,6 +294,10 @@ def replay(
         set to an address they can reach and a fixed ``master_port``.
     workers_wait_s: the longest the master waits for all its workers to connect; a worker that
         does not come is a failed run naming it, never a hang.
+    platform: ``knative``, or ``openwhisk``: ``targets`` is the API's base URL, each request a
+        blocking invocation of the action named after the function (``OPENWHISK_ACTION_PATH``)
+        with Basic ``auth`` (``UUID:KEY``), recorded from its activation record (served-by facts
+        from the result, waitTime/initTime/duration; a 202 is a timeout, statusCode != 0 an error).
     max_clock_offset_s: a load process whose clock is further than this from the master's, or
         that runs another Locust or NumPy version, voids the run (:func:`process_problems`);
         every process's host, versions and offset go to ``summary.json`` ``replay.processes``.
@@ -287,6 +319,16 @@ def replay(
         raise InputError("remote workers need a fixed master_port to connect to", field="master_port")
     if len(workload) == 0:
         raise InputError("the workload has no requests to replay", field="workload")
+    if platform not in ("knative", "openwhisk"):
+        raise InputError(f"unknown platform {platform!r}; one of knative, openwhisk", field="platform")
+    if platform == "openwhisk":
+        if not auth or ":" not in auth:
+            raise InputError("OpenWhisk needs its API key as UUID:KEY (.lab/openwhisk/auth.guest)", field="auth")
+        if not isinstance(targets, str):
+            raise InputError("OpenWhisk takes one API base URL, not a map of URLs", field="targets")
+        base = targets.rstrip("/")
+        targets = {f: base + OPENWHISK_ACTION_PATH.format(function=f)
+                   for f in sorted(workload.frame["function"].unique().tolist())}
     total_workers = workers + remote_workers
     out_dir = Path(out_dir).resolve()  # Locust runs in its own working directory
     if out_dir.exists() and not out_dir.is_dir():
@@ -297,7 +339,8 @@ def replay(
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    schedule = write_schedule(workload, work, urls, hosts, functions, concurrency=concurrency)
+    schedule = write_schedule(workload, work, urls, hosts, functions, concurrency=concurrency,
+                              platform=platform, auth=auth)
     duration = workload.duration_s
     run_time = duration + timeout_s + 15.0
     deadline_s = run_time + STARTUP_ALLOWANCE_S + (workers_wait_s if total_workers else 0.0)
@@ -366,6 +409,7 @@ def replay(
         logger.error("replay failed: %s", failure)
     summary_info = {
         "replay": {
+            "platform": platform,
             "targets": targets if isinstance(targets, str) else dict(targets),
             "host_template": host_template,
             "timeout_s": timeout_s,

@@ -8,7 +8,8 @@ schemas and the summary is a pure function of the table.
 ``requests.parquet`` may carry the optional columns of :data:`OPTIONAL_REQUEST_FIELDS` after the
 schema's: ``error``, why a request that is not ``ok`` failed ("connection refused", "HTTP 503",
 "timeout after 30 s"), and ``pod``, the pod that answered (the runtime's ``X-Scoretune-Pod``),
-which the Locust replay records and the simulator has no use for.
+which the Locust replay records and the simulator has no use for; and, on OpenWhisk, each
+activation's ``activation_id``, ``wait_s``, ``init_s`` and ``duration_s``.
 """
 
 from __future__ import annotations
@@ -44,7 +45,13 @@ REQUESTS_SCHEMA = pa.schema(
     ]
 )
 
-OPTIONAL_REQUEST_FIELDS = (pa.field("error", pa.string()), pa.field("pod", pa.string()))
+OPTIONAL_REQUEST_FIELDS = (
+    pa.field("error", pa.string()), pa.field("pod", pa.string()),
+    # OpenWhisk's activation record (apache/openwhisk docs/annotations.md): its id, waitTime,
+    # initTime (present only when the container was initialised: a cold start) and duration
+    pa.field("activation_id", pa.string()), pa.field("wait_s", pa.float64()), pa.field("init_s", pa.float64()),
+    pa.field("duration_s", pa.float64()),
+)
 """Columns a requests table may add after REQUESTS_SCHEMA's (written only when present)."""
 
 PLACEMENTS_SCHEMA = pa.schema(
