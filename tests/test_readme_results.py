@@ -20,9 +20,9 @@ def _results_rows() -> list[list[str]]:
 def test_every_readme_result_is_in_its_source_table():
     rows = _results_rows()
     assert len(rows) == 3
-    for setting, policy, mixture, gp, source in rows:
+    for setting, twin, policy, gp, source in rows:
         path = REPO / source.strip("`")
         table = (path / "table.md" if path.is_dir() else path).read_text()
-        for figure in (policy, mixture, gp):
+        for figure in (twin, policy, gp):
             number = figure.replace(" %", "")
             assert re.search(re.escape(number) + r"(?!\d)", table), f"{setting}: {figure} is not in {source}"
