@@ -1,0 +1,65 @@
+"""The suite's functions deployed as OpenWhisk actions (issue 36, item 1).
+
+Each function becomes a blackbox action running its own image (the runtime speaks the action
+protocol, :mod:`functions.openwhisk`), created or replaced with ``PUT
+/api/v1/namespaces/_/actions/NAME?overwrite=true`` (apache/openwhisk docs/rest_api.md) with the
+spec's memory limit, a timeout and the spec's container concurrency (OpenWhisk's limits:
+``memory`` in MB, ``timeout`` in ms, ``concurrency`` activations per container, 1 when the spec
+says 0 = unlimited, which OpenWhisk does not have). The action's ``version`` the controller answers
+is its revision: recorded per experiment so two experiments can tell whether they ran the same
+action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from testbed.errors import TestbedError
+
+MIB = 1024 * 1024
+
+
+def action_body(spec: Any, *, timeout_s: float = 60.0) -> dict[str, Any]:
+    """The action document for a :class:`functions.spec.FunctionSpec`."""
+    # the chart's limits.actions.memory.min is 128m; the role raises the max (openwhisk_action_memory_max)
+    memory_mb = max(128, -(-int(spec.memory_limit_bytes) // MIB))
+    return {
+        "exec": {"kind": "blackbox", "image": spec.image},
+        "limits": {"memory": memory_mb, "timeout": int(timeout_s * 1000),
+                   "concurrency": int(spec.container_concurrency) or 1},
+        "annotations": [{"key": "scoretune.io/function", "value": spec.name}],
+    }
+
+
+def deploy_actions(api_url: str, auth: str, specs: Sequence[Any], *, timeout_s: float = 60.0,
+                   verify: bool | str = True, session: Any = None) -> dict[str, str]:
+    """Create or replace one action per spec; returns ``{function: version}``. Any refusal (a
+    refused key, a limit outside the deployment's bounds) is one TestbedError naming the action
+    and the controller's own message."""
+    import requests
+
+    if ":" not in auth:
+        raise TestbedError("the OpenWhisk key must be UUID:KEY (.lab/openwhisk/auth.guest)")
+    user, _, key = auth.partition(":")
+    http = session or requests.Session()
+    versions: dict[str, str] = {}
+    for spec in specs:
+        url = f"{api_url.rstrip('/')}/api/v1/namespaces/_/actions/{spec.name}"
+        try:
+            answer = http.put(url, params={"overwrite": "true"}, json=action_body(spec, timeout_s=timeout_s),
+                              auth=(user, key), timeout=30, verify=verify)
+        except requests.RequestException as err:
+            raise TestbedError(f"OpenWhisk at {api_url}: creating action {spec.name} failed: {err}") from None
+        if answer.status_code != 200:
+            try:
+                why = answer.json().get("error") or answer.text
+            except ValueError:
+                why = answer.text
+            raise TestbedError(f"OpenWhisk at {api_url}: creating action {spec.name} failed: "
+                               f"HTTP {answer.status_code}: {str(why).strip()[:300]}")
+        versions[spec.name] = str(answer.json().get("version", ""))
+    return versions
+
+
+__all__ = ["action_body", "deploy_actions"]
