@@ -7,6 +7,7 @@ it with :meth:`subprocess.Popen.terminate` (SIGTERM, which drains in-flight requ
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +85,28 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 30.0
             pass
         time.sleep(0.005)
     raise FunctionsError(f"runtime on port {port} not ready after {timeout_s:g} s")
+
+
+@contextlib.contextmanager
+def serving(app: Any, *, start_timeout_s: float = 20.0) -> Iterator[int]:
+    """An ASGI ``app`` on a real uvicorn server on 127.0.0.1, in a thread of this process (its
+    lifespan run); yields the port and stops the server on exit. The tests' local servers: a
+    function instance, a fake OpenWhisk controller."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise FunctionsError(f"uvicorn did not start on 127.0.0.1:{port}")
+        time.sleep(0.01)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(start_timeout_s)

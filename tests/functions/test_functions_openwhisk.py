@@ -10,16 +10,12 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import threading
-import time
-from collections.abc import Iterator
 
 import pytest
-import uvicorn
 
 from functions.errors import FunctionsError
 from functions.openwhisk import END_MARKER, ActionProxy
-from functions.process import free_port
+from functions.process import free_port, serving
 from functions.runtime import build_app, serve
 
 
@@ -34,23 +30,9 @@ def _post(port: int, path: str, body: dict | bytes) -> tuple[int, dict]:
         conn.close()
 
 
-@contextlib.contextmanager
-def action(name: str = "float-ops") -> Iterator[int]:
+def action(name: str = "float-ops") -> contextlib.AbstractContextManager[int]:
     instance = build_app(name, environ={"NODE_NAME": "worker-2", "POD_NAME": "wskowdev-invoker-00-17-guest-x"})
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(ActionProxy(instance).app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        thread.join(20)
+    return serving(ActionProxy(instance).app)
 
 
 def test_init_then_runs_return_the_result_with_where_it_ran(capfd):

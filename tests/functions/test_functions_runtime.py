@@ -15,10 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from functions.errors import FunctionsError
-from functions.process import free_port, get_json, start_runtime, wait_ready
+from functions.process import free_port, get_json, serving, start_runtime, wait_ready
 from functions.runtime import FunctionApp, build_app, concurrency_from_env, load_runtime_config
 
 PROBE_MODULE = "scoretune_probe_handler"
@@ -34,24 +33,9 @@ def post(port: int, path: str = "/", body: bytes | str = b"", timeout_s: float =
         conn.close()
 
 
-@contextlib.contextmanager
-def served(instance: FunctionApp) -> Iterator[int]:
+def served(instance: FunctionApp) -> contextlib.AbstractContextManager[int]:
     """``instance`` on a real uvicorn server in a thread of this process."""
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(instance.app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        thread.join(20)
+    return serving(instance.app)
 
 
 @pytest.fixture()

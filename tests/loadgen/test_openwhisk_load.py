@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-import time
 
 import numpy as np
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from functions.errors import InputError
-from functions.process import free_port
+from functions.process import serving
 from loadgen.replay import replay
 from loadgen.workload import make_workload
 
@@ -31,9 +28,8 @@ class FakeController:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict]] = []
         self.served: dict[str, int] = {}
-        self.port = free_port()
         app = Starlette(routes=[Route("/api/v1/namespaces/_/actions/{name}", self.invoke, methods=["POST"])])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._serving = serving(app)
 
     async def invoke(self, request: Request) -> JSONResponse:
         name = request.path_params["name"]
@@ -58,17 +54,11 @@ class FakeController:
                              "response": {"status": "success", "statusCode": 0, "success": True, "result": result}})
 
     def __enter__(self) -> FakeController:
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        self.port = self._serving.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(20)
+        self._serving.__exit__(*exc)
 
 
 def test_a_replay_against_openwhisk_records_each_activation(tmp_path):

@@ -5,17 +5,14 @@ with its version, bumped on each overwrite; 401 for a refused key; 400 for a lim
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from functions.process import free_port
+from functions.process import serving
 from functions.spec import discover_specs
 from testbed.errors import TestbedError
 from testbed.kube.openwhisk import action_body, deploy_actions
@@ -27,9 +24,8 @@ class Controller:
     def __init__(self, max_memory_mb: int = 512) -> None:
         self.actions: dict[str, dict] = {}
         self.max_memory_mb = max_memory_mb
-        self.port = free_port()
         app = Starlette(routes=[Route("/api/v1/namespaces/_/actions/{name}", self.put, methods=["PUT"])])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._serving = serving(app)
 
     async def put(self, request: Request) -> JSONResponse:
         import base64
@@ -49,17 +45,11 @@ class Controller:
         return JSONResponse(self.actions[name])
 
     def __enter__(self) -> Controller:
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        self.port = self._serving.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(20)
+        self._serving.__exit__(*exc)
 
 
 def test_each_function_becomes_a_blackbox_action_with_its_limits_and_a_version():
