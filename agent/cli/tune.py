@@ -15,6 +15,7 @@ from agent.errors import AgentError
 from agent.loop.backends import Backend
 from agent.metrics import Metric
 from agent.tuners.factory import METHODS, Method
+from testbed.openwhisk.config import Platform
 from functions.errors import ScoretuneError
 
 _RESUME_OPTIONS = {
@@ -25,6 +26,7 @@ _RESUME_OPTIONS = {
     "namespace": "--namespace", "ingress_url": "--ingress-url", "cold_nodes": "--cold-nodes",
     "remote_workers": "--remote-workers", "master_bind_host": "--master-bind-host", "master_port": "--master-port",
     "workers_wait_s": "--workers-wait-s", "fault_wait_s": "--fault-wait-s", "max_clock_offset_s": "--max-clock-offset-s",
+    "platform": "--platform",
 }
 """Config field (or backend option) -> the ``tune`` option that sets it, for resume errors."""
 
@@ -67,9 +69,9 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
             refuse("--embedded-default (backend local or sim)", stored.backend, "local or sim")
         if "policy" not in given and "method" not in given and stored.method != EMBEDDED_DEFAULT.method:
             refuse("--embedded-default (method twin)", stored.method, EMBEDDED_DEFAULT.method)
-    for name in ("backend", "metric", "method"):
+    for name in ("backend", "metric", "method", "platform"):
         if name in given:
-            overrides[name] = values[name]
+            overrides[name] = str(values[name])
     for name in ("steps", "repeats", "seed", "max_reruns", "fault_wait_s"):
         if name in given:
             overrides[name] = values[name]
@@ -119,6 +121,8 @@ class TuneArgs:
     :class:`agent.loop.config.ExperimentConfig`."""
 
     backend: Backend = opt("Where to run (local: the embedded lab).", "sim")
+    platform: Platform = opt("What serves the functions: Knative Serving or OpenWhisk (sim and kube backends).",
+                             "knative")
     cluster: str = opt("Cluster spec name or path (default: the workload scenario's).", "")
     workload: str = opt("Workload: a Parquet file, 'lab', or a scenario name.", "lab")
     policy: Path | None = opt("Tune with this trained policy (zip; its .json beside it), acting as its config's "
@@ -242,7 +246,7 @@ def tune_config(args: TuneArgs, given: set[str]) -> Any:
         method=method or "policy", backend=args.backend, cluster=args.cluster, workload=args.workload,
         steps=args.steps, metric=args.metric, repeats=args.repeats, seed=args.seed,
         policy=str(policy) if policy else None, max_reruns=args.max_reruns, confirm=max(args.confirm, 0),
-        fault_wait_s=args.fault_wait_s,
+        fault_wait_s=args.fault_wait_s, platform=str(args.platform),
         health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),
         backend_options=dataclasses.asdict(KubeOptions(
             args.kubeconfig, args.context, args.namespace, args.ingress_url, cold_nodes=_node_names(args.cold_nodes),
@@ -298,7 +302,8 @@ def _tune(args: TuneArgs, ctx: typer.Context) -> None:
         return make_tuner(config.method, ActionCodec(), seed=config.seed,
                           policy=Path(config.policy) if config.policy else None, steps=config.steps,
                           context=context_facts,
-                          view=user_view(cluster, wl, config.metric) if cluster is not None else None)
+                          view=user_view(cluster, wl, config.metric, platform=config.platform)
+                          if cluster is not None else None)
 
     tuner = None if live_twin else build(spec)
     if config.backend == "auto":
@@ -306,7 +311,7 @@ def _tune(args: TuneArgs, ctx: typer.Context) -> None:
         config = dataclasses.replace(config, backend=chosen, cluster=cluster_name)
     else:
         be = make_backend(config.backend, spec, seed=config.seed, kube=KubeOptions(**config.backend_options)
-                          if config.backend_options else None)
+                          if config.backend_options else None, platform=config.platform)
         config = dataclasses.replace(config, cluster=cluster_name or "")
     live = _live_cluster(be, out) if tuner is None else None
     if tuner is None:

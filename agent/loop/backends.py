@@ -73,12 +73,17 @@ def resolve_workload(workload: str, *, seed: int = 0) -> tuple[Any, str | None]:
     return build_workload(scenario), scenario.cluster
 
 
-def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | None = None) -> Any:
-    """A backend bound to ``cluster`` (a ClusterSpec; unused by ``kube``, which reads the real one)."""
+def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | None = None,
+                 platform: str = "knative") -> Any:
+    """A backend bound to ``cluster`` (a ClusterSpec; unused by ``kube``, which reads the real one)
+    serving the functions with ``platform``."""
     if name == "sim":
-        from testbed.sim import SimBackend
+        from testbed.sim import SimBackend, SimConfig
 
-        return SimBackend(cluster, seed=seed)
+        return SimBackend(cluster, seed=seed, config=SimConfig(platform=platform))
+    if platform != "knative" and name == "local":
+        raise AgentError(f"the embedded lab serves the functions with Knative's model only, not {platform}; "
+                         "use --backend sim (the simulator's OpenWhisk) or --backend kube (a real OpenWhisk)")
     if name == "local":
         from testbed.local.backend import LocalBackend
 

@@ -61,13 +61,15 @@ class ExperimentConfig:
     most ``max_reruns`` retries, like a void run."""
     backend_options: dict[str, Any] = field(default_factory=dict)
     """How the backend was constructed beyond its name (the kube connection); kept for resume."""
+    platform: str = "knative"
+    """What serves the functions: Knative Serving or OpenWhisk (``testbed.openwhisk.config.PLATFORMS``)."""
 
     def __post_init__(self) -> None:
         for name in ("steps", "repeats", "seed", "max_reruns", "confirm"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise AgentError(f"{name} must be an integer, got {value!r}")
-        for name in ("method", "backend", "cluster", "workload", "metric", "reward"):
+        for name in ("method", "backend", "cluster", "workload", "metric", "reward", "platform"):
             if not isinstance(getattr(self, name), str):
                 raise AgentError(f"{name} must be a string, got {getattr(self, name)!r}")
         if self.policy is not None and not isinstance(self.policy, str):
@@ -95,6 +97,10 @@ class ExperimentConfig:
 
         if self.metric not in METRICS:
             raise AgentError(f"unknown metric {self.metric!r}; valid: {', '.join(METRICS)}")
+        from testbed.openwhisk.config import PLATFORMS
+
+        if self.platform not in PLATFORMS:
+            raise AgentError(f"unknown platform {self.platform!r}; valid: {', '.join(PLATFORMS)}")
         if self.reward not in REWARDS:
             raise AgentError(f"unknown reward {self.reward!r}; valid: {list(REWARDS)}")
         wait = self.fault_wait_s

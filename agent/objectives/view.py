@@ -23,6 +23,8 @@ class UserView:
     workload: Any
     metric: str = "mean"
     timeout_s: float = DEFAULT_TIMEOUT_S
+    platform: str = "knative"
+    """What serves the functions (Knative or OpenWhisk): the user deployed it, so the twin knows it."""
 
     def fingerprint(self) -> str:
         """A digest of everything the view holds (the test of leaks compares these)."""
@@ -33,16 +35,18 @@ class UserView:
 
         frame = self.workload.frame
         blob = json.dumps({"cluster": cluster_to_dict(self.cluster), "metric": self.metric, "timeout_s": self.timeout_s,
+                           "platform": self.platform,
                            "workload": [frame["t_s"].round(9).tolist(), frame["function"].tolist(),
                                         frame["payload"].tolist()]}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def user_view(cluster: Any, workload: Any, metric: str = "mean", timeout_s: float = DEFAULT_TIMEOUT_S) -> UserView:
+def user_view(cluster: Any, workload: Any, metric: str = "mean", timeout_s: float = DEFAULT_TIMEOUT_S,
+              platform: str = "knative") -> UserView:
     """The view of ``cluster`` (a ClusterSpec as the spec or the importer gives it)."""
     from testbed.sim.twin import cluster_view
 
-    return UserView(cluster_view(cluster), workload, metric, float(timeout_s))
+    return UserView(cluster_view(cluster), workload, metric, float(timeout_s), platform)
 
 
 def objective_view(objective: Any) -> UserView | None:

@@ -69,7 +69,8 @@ class TwinTuner:
         self.seed = int(seed)
         timeout = float(view.timeout_s)
         self.twin = Twin(view.cluster, view.workload, suite_specs(),
-                         metric=lambda s: max(metric_from_summary(s, view.metric, timeout), 1e-6))
+                         metric=lambda s: max(metric_from_summary(s, view.metric, timeout), 1e-6),
+                         platform=view.platform)
         sobol = qmc.Sobol(codec.dim, scramble=True, seed=self.seed).random(POOL_SOBOL) * 2.0 - 1.0
         pool = [codec.reference_action().astype(np.float64), *sobol]
         if prior_actions is not None:

@@ -15,19 +15,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from functions.openwhisk_action import action_concurrency, action_memory_mb
 from testbed.errors import TestbedError
-
-MIB = 1024 * 1024
 
 
 def action_body(spec: Any, *, timeout_s: float = 60.0) -> dict[str, Any]:
     """The action document for a :class:`functions.spec.FunctionSpec`."""
     # the chart's limits.actions.memory.min is 128m; the role raises the max (openwhisk_action_memory_max)
-    memory_mb = max(128, -(-int(spec.memory_limit_bytes) // MIB))
     return {
         "exec": {"kind": "blackbox", "image": spec.image},
-        "limits": {"memory": memory_mb, "timeout": int(timeout_s * 1000),
-                   "concurrency": int(spec.container_concurrency) or 1},
+        "limits": {"memory": action_memory_mb(spec), "timeout": int(timeout_s * 1000),
+                   "concurrency": action_concurrency(spec)},
         "annotations": [{"key": "scoretune.io/function", "value": spec.name}],
     }
 

@@ -17,6 +17,7 @@ from loadgen.results import RunResult, write_run
 from loadgen.where import where_time_went
 from loadgen.workload import Workload
 from testbed.cluster import ClusterSpec, load_cluster
+from testbed.openwhisk.config import PLATFORMS
 from testbed.sim.engine import SimConfig, Simulation
 from testbed.sim.progress import Progress
 from testbed.sim.results import fast_summary, placements_frame, requests_frame
@@ -65,6 +66,14 @@ def simulate(
     """Run one simulation and return its :class:`~testbed.sim.engine.SimOutput` (``progress``: see
     :meth:`Simulation.run`)."""
     specs = dict(functions) if functions is not None else suite_specs()
+    platform = (config or SimConfig()).platform
+    if platform == "openwhisk":
+        from testbed.sim.openwhisk import OpenWhiskSimulation
+
+        return OpenWhiskSimulation(cluster, specs, workload, profile, seed=seed, config=config,
+                                   kube_version=kube_version).run(progress=progress)
+    if platform != "knative":
+        raise InputError(f"unknown platform {platform!r}; known: {', '.join(PLATFORMS)}", field="--platform")
     sim = Simulation(cluster, specs, workload, profile, seed=seed, config=config, kube_version=kube_version)
     return sim.run(progress=progress)
 
@@ -94,6 +103,7 @@ def evaluate(
     summary.update(
         {
             "backend": "sim",
+            "platform": cfg.platform,
             "seed": seed,
             "timeout_s": cfg.timeout_s,
             "cluster": cluster.name,
@@ -181,6 +191,7 @@ class SimBackend:
 
         info: dict[str, Any] = {
             "backend": "sim",
+            "platform": self.config.platform,
             "seed": run_seed,
             "timeout_s": self.config.timeout_s,
             "cluster": self.cluster.name,

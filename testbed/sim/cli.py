@@ -11,8 +11,9 @@ from typing import Any
 import typer
 
 from testbed.errors import ConfigError
+from testbed.openwhisk.config import Platform
 
-app = typer.Typer(help="The discrete-event simulator of Knative on Kubernetes.", no_args_is_help=True)
+app = typer.Typer(help="The discrete-event simulator of Knative or OpenWhisk on Kubernetes.", no_args_is_help=True)
 log = logging.getLogger(__name__)
 
 
@@ -64,15 +65,19 @@ def run(
     profile: str | None = typer.Option(None, "--profile", help="Profile (schedulerName) of --config; default: its first."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the per-request work draws and the scheduler's tie-breaks."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory to write (requests, placements, summary)."),
+    platform: Platform = typer.Option(Platform.KNATIVE, "--platform",
+                                      help="What serves the functions: Knative (KPA, activator) or OpenWhisk."),
 ) -> None:
     """Simulate one run and write a run directory, as the live backends do."""
     from testbed.cluster import load_cluster
     from testbed.sim.backend import SimBackend
+    from testbed.sim.engine import SimConfig
     from testbed.sim.progress import Progress
 
     with Progress("sim run") as bar:
         bar.phase("reading the cluster and the profile")
-        backend = SimBackend(load_cluster(cluster), seed=seed, progress=True)
+        backend = SimBackend(load_cluster(cluster), seed=seed, progress=True,
+                             config=SimConfig(platform=str(platform)))
         backend.apply(_profile(weights, config, profile))
         bar.phase("reading the workload")
         wl = _workload(workload)

@@ -49,6 +49,7 @@ from functions.spec import FunctionSpec
 from functions.work import draw, sample_work
 from testbed.autoscaler.kpa import AutoscalerConfig, RevisionAutoscaler
 from testbed.errors import ClusterSpecError
+from testbed.openwhisk.config import OpenWhiskConfig
 from testbed.scheduler.objects import normalized_image_name, pod_from_k8s
 from testbed.sim import kernel as K
 from testbed.sim.progress import announce_compilation
@@ -105,6 +106,11 @@ class SimConfig:
     extra_latency_s: tuple[tuple[str, float], ...] = ()
     """Structural mismatch, empty in every twin: (node, seconds) network latency added to every
     request a node serves (per-zone distance from the ingress)."""
+    platform: str = "knative"
+    """What serves the functions: Knative Serving (KPA, activator) or OpenWhisk
+    (``testbed.sim.openwhisk``); one of ``testbed.openwhisk.config.PLATFORMS``."""
+    openwhisk: OpenWhiskConfig = field(default_factory=OpenWhiskConfig)
+    """The OpenWhisk deployment, when ``platform`` is ``openwhisk``."""
 
 
 @dataclass
@@ -160,6 +166,35 @@ def _baseline_memory(spec: FunctionSpec, autoscaling_target: float) -> float:
     return float(max(0, min(spec.memory_request_bytes - work, spec.memory_limit_bytes - cc * work)))
 
 
+def request_work(
+    frame: pd.DataFrame, specs: list[FunctionSpec], fn: np.ndarray, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-request CPU work, working-set memory and I/O wait, drawn per function in name order
+    from one seeded generator (every platform's simulation draws the same), with the requests'
+    order by function and each function's start in it."""
+    n_req = len(frame)
+    rng = np.random.default_rng(seed)
+    work = np.zeros(n_req)
+    mem = np.zeros(n_req)
+    io = np.zeros(n_req)
+    custom = (frame["payload"] != "{}").to_numpy(dtype=bool) if n_req else np.zeros(0, dtype=bool)
+    payloads = frame["payload"].to_numpy(dtype=object) if custom.any() else None
+    order = np.argsort(fn, kind="stable")
+    counts = np.bincount(fn, minlength=len(specs)) if n_req else np.zeros(len(specs), np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    for i, spec in enumerate(specs):
+        rows = order[starts[i] : starts[i + 1]]
+        if payloads is not None and custom[rows].any():
+            w = sample_work(spec, payloads[rows].tolist(), rng)
+            work[rows], mem[rows], io[rows] = w.cpu_s, w.memory_bytes, w.io_s
+        else:
+            # what sample_work does for default payloads, without its per-row loop
+            work[rows] = draw(spec.work_cpu_s, len(rows), rng)
+            mem[rows] = float(spec.work_memory_bytes)
+            io[rows] = float(spec.work_io_s)
+    return work, mem, io, order, starts
+
+
 class Simulation:
     """One run of a workload on a cluster with one scheduler profile.
 
@@ -200,26 +235,7 @@ class Simulation:
         fn = np.asarray(codes, dtype=np.int64)
         t = frame["t_s"].to_numpy(dtype=np.float64)
 
-        # ---- per-request work, drawn per function in name order from one seeded generator
-        rng = np.random.default_rng(seed)
-        work = np.zeros(n_req)
-        mem = np.zeros(n_req)
-        io = np.zeros(n_req)
-        custom = (frame["payload"] != "{}").to_numpy(dtype=bool) if n_req else np.zeros(0, dtype=bool)
-        payloads = frame["payload"].to_numpy(dtype=object) if custom.any() else None
-        order = np.argsort(fn, kind="stable")
-        counts = np.bincount(fn, minlength=len(used)) if n_req else np.zeros(len(used), np.int64)
-        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        for i, spec in enumerate(self.specs):
-            rows = order[starts[i] : starts[i + 1]]
-            if payloads is not None and custom[rows].any():
-                w = sample_work(spec, payloads[rows].tolist(), rng)
-                work[rows], mem[rows], io[rows] = w.cpu_s, w.memory_bytes, w.io_s
-            else:
-                # what sample_work does for default payloads, without its per-row loop
-                work[rows] = draw(spec.work_cpu_s, len(rows), rng)
-                mem[rows] = float(spec.work_memory_bytes)
-                io[rows] = float(spec.work_io_s)
+        work, mem, io, order, starts = request_work(frame, self.specs, fn, seed)
 
         self.rf = np.zeros((n_req, K.RF_COLS))
         self.rf[:, K.RF_T] = t

@@ -132,6 +132,8 @@ class Twin:
     """The latency metric of a run's summary (the tuner's: ``agent.metrics.metric_from_summary``)."""
     params: TwinParams | None = None
     seed: int = TWIN_SEED
+    platform: str = "knative"
+    """What serves the functions (``SimConfig.platform``): a user knows their platform."""
 
     def __post_init__(self) -> None:
         if self.params is None:
@@ -142,8 +144,10 @@ class Twin:
 
         p = params or self.params
         assert p is not None
+        from testbed.sim.engine import SimConfig
+
         return evaluate(p.cluster(self.view), self.workload, profile, seed=self.seed, functions=p.functions(self.specs),
-                        where=where)
+                        config=SimConfig(platform=self.platform), where=where)
 
     def predict(self, profile: Profile) -> float:
         """The twin's latency metric for ``profile`` (seconds, > 0)."""

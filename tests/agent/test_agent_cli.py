@@ -35,6 +35,25 @@ def test_tune_with_a_baseline_writes_the_experiment(tmp_path, made_backends):
     assert (out / "best-scheduler-config.yaml").exists()
 
 
+def test_tune_on_openwhisk_runs_the_simulators_openwhisk_and_the_twin_knows_it(tmp_path, made_backends):
+    out = tmp_path / "exp"
+    result = runner.invoke(app, ["tune", "--backend", "sim", "--platform", "openwhisk", "--workload", "lab",
+                                 "--method", "twin", "--steps", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "config.json").read_text())["platform"] == "openwhisk"
+    run = json.loads((out / "runs" / "step-001" / "cand-0" / "summary.json").read_text())
+    assert run["platform"] == "openwhisk"
+    assert made_backends[0].config.platform == "openwhisk"
+    # a resume may not change what served the functions
+    result = runner.invoke(app, ["tune", "--resume", str(out), "--platform", "knative", "--steps", "3"])
+    assert result.exit_code == 1 and "--platform" in _said(result)
+    # the embedded lab is Knative's: OpenWhisk there is refused before anything starts
+    result = runner.invoke(app, ["tune", "--backend", "local", "--platform", "openwhisk", "--method", "gp",
+                                 "--out", str(tmp_path / "local")])
+    assert result.exit_code == 1 and "embedded lab serves the functions with Knative" in _said(result)
+    assert not (tmp_path / "local" / "runs").exists()
+
+
 def test_tune_resume_continues_from_the_log(tmp_path, made_backends):
     out = tmp_path / "exp"
     made_backends.crash_on_run = 3  # the first backend crashes on its third run

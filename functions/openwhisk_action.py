@@ -1,0 +1,103 @@
+"""A suite function as an OpenWhisk action: its limits and the pod the invoker creates for it.
+
+The action is a blackbox action (``exec.kind: blackbox`` with the function's own image; its
+runtime speaks the action protocol, :mod:`functions.openwhisk`). OpenWhisk's limits are the
+action's ``memory`` in MB (the spec's memory limit, at least the chart's 128 MB minimum) and its
+``concurrency`` (activations per container: the spec's containerConcurrency, 1 when the spec says 0
+= unlimited, which OpenWhisk does not have).
+
+The pod is what ``KubernetesContainerFactory`` creates through ``WhiskPodBuilder.buildPodSpec``
+(apache/openwhisk core/invoker/.../kubernetes/WhiskPodBuilder.scala): one container
+``user-action`` on port 8080 whose memory request and limit are both the action's memory and which
+has no CPU request or limit (``cpu-scaling`` is off in openwhisk-deploy-kube), labels ``name``,
+``user-action-pod`` and ``invoker``, and, with ``user-pod-node-affinity`` on (the chart's
+default), a required node affinity on ``openwhisk-role In [invoker]``. The scheduler name comes
+from the pod template the lab renders (``testbed/kube/render``), so the tuned scheduler places it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from functions.spec import FunctionSpec
+
+MIB = 1024 * 1024
+MIN_ACTION_MEMORY_MB = 128
+"""openwhisk-deploy-kube's ``whisk.limits.actions.memory.min``."""
+INVOKER_ROLE = ("openwhisk-role", "invoker")
+"""The node label the chart's ``user-pod-node-affinity`` requires (and the lab's invokers carry)."""
+
+
+def action_memory_mb(spec: FunctionSpec) -> int:
+    """The action's memory limit in MB: the spec's memory limit rounded up, at least 128."""
+    return max(MIN_ACTION_MEMORY_MB, -(-int(spec.memory_limit_bytes) // MIB))
+
+
+def action_concurrency(spec: FunctionSpec) -> int:
+    """Activations one container runs at once (OpenWhisk has no unlimited: 0 becomes 1)."""
+    return int(spec.container_concurrency) or 1
+
+
+def container_name(invoker: int, seq: int, namespace: str, action: str) -> str:
+    """A pod name like the invoker's ``ContainerFactory.containerNamePrefix`` + a sequence
+    (``wsk<invoker>-<n>-<namespace>-<action>``), sanitised to a DNS label."""
+    raw = f"wsk{invoker}-{seq}-{namespace}-{action}".lower()
+    return re.sub(r"[^a-z0-9-]", "-", raw)[:63].strip("-")
+
+
+def action_pod(
+    spec: FunctionSpec,
+    *,
+    name: str,
+    invoker: str = "invoker0",
+    scheduler_name: str | None = None,
+    namespace: str = "openwhisk",
+    node_affinity: bool = True,
+) -> dict[str, Any]:
+    """The pending Pod (API JSON) for one container of ``spec``'s action, before it is bound."""
+    memory = f"{action_memory_mb(spec)}Mi"
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Always",
+        "containers": [
+            {
+                "name": "user-action",
+                "image": spec.image,
+                "imagePullPolicy": "IfNotPresent",
+                "ports": [{"name": "action", "containerPort": 8080, "protocol": "TCP"}],
+                "resources": {"limits": {"memory": memory}, "requests": {"memory": memory}},
+                "env": [
+                    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                ],
+                "securityContext": {"capabilities": {"drop": ["NET_RAW", "NET_ADMIN"]}},
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            }
+        ],
+    }
+    if scheduler_name:
+        pod_spec["schedulerName"] = scheduler_name
+    if node_affinity:
+        key, value = INVOKER_ROLE
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}]
+                }
+            }
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"name": name, "user-action-pod": "true", "invoker": invoker,
+                       "scoretune.io/function": spec.name},
+        },
+        "spec": pod_spec,
+    }
+
+
+__all__ = ["INVOKER_ROLE", "MIN_ACTION_MEMORY_MB", "action_concurrency", "action_memory_mb", "action_pod",
+           "container_name"]
