@@ -169,3 +169,20 @@ def test_openwhisk_credentials_are_generated_once_owner_only_and_never_the_chart
         assert stat.S_IMODE((auth / f"auth.{name}").stat().st_mode) == 0o600
     assert stat.S_IMODE(auth.stat().st_mode) == 0o700
     assert key not in done.stdout  # no_log: the credentials never reach the log
+
+
+def test_openwhisk_blackbox_actions_may_use_every_invoker():
+    """The suite's actions are blackbox actions; the chart's blackboxFraction 10 % gives them
+    max(1, floor(n * 0.1)) invokers (ShardingContainerPoolBalancerState.updateInvokers): one of
+    up to nine. The role's default must let every invoker take them."""
+    from testbed.openwhisk.balancer import partition
+
+    role = ANSIBLE / "roles" / "openwhisk"
+    tasks = yaml.safe_load((role / "tasks" / "main.yml").read_text())
+    helm = next(t for t in tasks if "kubernetes.core.helm" in t)
+    assert helm["kubernetes.core.helm"]["values"]["whisk"]["loadbalancer"]["blackboxFraction"] \
+        == "{{ openwhisk_blackbox_fraction }}"
+    fraction = yaml.safe_load((role / "defaults" / "main.yml").read_text())["openwhisk_blackbox_fraction"]
+    share = float(fraction.rstrip("%")) / 100
+    assert all(partition(n, 0.9, share)[1] == n for n in range(1, 21))
+    assert partition(3, 0.9, 0.1)[1] == 1  # what the chart's default would have given three invokers
