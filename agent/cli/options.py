@@ -12,6 +12,8 @@ from typing import Any
 
 import typer
 
+from agent.errors import AgentError
+
 
 def dataclass_command(
     cls: type, run: typing.Callable[..., Any], doc: str, *, context: bool = False
@@ -86,3 +88,41 @@ def argv_tail(command: str) -> list[str]:
 
     return sys.argv[sys.argv.index(command) + 1:] if command in sys.argv else []
 
+
+def same_cluster(a: str, b: str) -> bool:
+    """Two ``--cluster`` values naming the same spec (a name and the path of its file, say)."""
+    if a == b:
+        return True
+    from testbed.cluster import load_cluster
+
+    try:
+        return load_cluster(a) == load_cluster(b)
+    except Exception:  # noqa: BLE001 - an unreadable spec is simply not the stored one
+        return False
+
+
+def node_names(text: str | None) -> list[str]:
+    """``a,b`` as node names (DNS-1123 subdomains, as Kubernetes names nodes), each once."""
+    import re
+
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    for n in names:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", n):
+            raise AgentError(f"--cold-nodes: {n!r} is not a Kubernetes node name")
+    if len(set(names)) != len(names):
+        raise AgentError(f"--cold-nodes: a node is named twice in {text!r}")
+    return names
+
+
+def address(text: str) -> str:
+    """``--master-bind-host``: an IP address (``0.0.0.0`` listens on every interface) or a host name."""
+    import ipaddress
+    import re
+
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        if re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}"
+                        r"[A-Za-z0-9])?)*", text):
+            return text
+    raise AgentError(f"--master-bind-host: {text!r} is not an IP address or a host name")

@@ -9,14 +9,14 @@ from typing import Any
 
 import typer
 
-from agent.cli.options import dataclass_command, finite, given_options, opt
+from agent.cli.options import address, dataclass_command, finite, given_options, node_names, opt, same_cluster
 from agent.cli.render import console, print_summary, print_where, progress_bar, step_lines
 from agent.errors import AgentError
 from agent.loop.backends import Backend
 from agent.metrics import Metric
 from agent.tuners.factory import METHODS, Method
-from testbed.openwhisk.config import Platform
 from functions.errors import ScoretuneError
+from testbed.openwhisk.config import Platform
 
 _RESUME_OPTIONS = {
     "backend": "--backend", "cluster": "--cluster", "workload": "--workload", "policy": "--policy",
@@ -26,22 +26,10 @@ _RESUME_OPTIONS = {
     "namespace": "--namespace", "ingress_url": "--ingress-url", "cold_nodes": "--cold-nodes",
     "remote_workers": "--remote-workers", "master_bind_host": "--master-bind-host", "master_port": "--master-port",
     "workers_wait_s": "--workers-wait-s", "fault_wait_s": "--fault-wait-s", "max_clock_offset_s": "--max-clock-offset-s",
-    "platform": "--platform",
+    "platform": "--platform", "openwhisk_api": "--openwhisk-api", "openwhisk_auth": "--openwhisk-auth",
 }
 """Config field (or backend option) -> the ``tune`` option that sets it, for resume errors."""
 
-
-
-def _same_cluster(a: str, b: str) -> bool:
-    """Two ``--cluster`` values naming the same spec (a name and the path of its file, say)."""
-    if a == b:
-        return True
-    from testbed.cluster import load_cluster
-
-    try:
-        return load_cluster(a) == load_cluster(b)
-    except Exception:  # noqa: BLE001 - an unreadable spec is simply not the stored one
-        return False
 
 
 def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str, Any]) -> Any:
@@ -83,7 +71,7 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
         overrides["policy"] = str(Path(values["policy"]).resolve())
     if "cluster" in given and values["cluster"]:
         cluster = absolute_if_file(values["cluster"])
-        if not _same_cluster(stored.cluster, cluster):
+        if not same_cluster(stored.cluster, cluster):
             refuse("--cluster", stored.cluster, values["cluster"])
     health = stored.health
     if "max_dispatch_lag_s" in given:
@@ -92,10 +80,13 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
         health = dataclasses.replace(health, max_late_share=values["max_late_share"])
     overrides["health"] = HealthBounds(**dataclasses.asdict(health))
     kube = {k: values[k] for k in ("kubeconfig", "context", "namespace", "ingress_url", "remote_workers",
-                                   "master_bind_host", "master_port", "workers_wait_s", "max_clock_offset_s")
+                                   "master_bind_host", "master_port", "workers_wait_s", "max_clock_offset_s",
+                                   "openwhisk_api")
             if k in given}
+    if "openwhisk_auth" in given and values["openwhisk_auth"]:
+        kube["openwhisk_auth"] = str(Path(values["openwhisk_auth"]).resolve())
     if "cold_nodes" in given:
-        kube["cold_nodes"] = _node_names(values["cold_nodes"])
+        kube["cold_nodes"] = node_names(values["cold_nodes"])
     if kube:
         if stored.backend != "kube":
             refuse(_RESUME_OPTIONS[next(iter(kube))], f"backend {stored.backend}", next(iter(kube.values())))
@@ -163,6 +154,10 @@ class TuneArgs:
                                  callback=finite(1.0, 3600.0))
     max_clock_offset_s: float = opt("kube: a Locust worker whose clock is further than this from the master's (s) "
                                     "voids the run (chrony keeps it under 1 ms on a LAN).", 0.1, callback=finite(0.001, 3600.0))
+    openwhisk_api: str | None = opt("kube, --platform openwhisk: OpenWhisk's API, e.g. https://10.0.0.10:31001.",
+                                    None)
+    openwhisk_auth: str | None = opt("kube, --platform openwhisk: the file with the guest key "
+                                     "(.lab/openwhisk/auth.guest).", None)
     fault_wait_s: float = opt("Wait this long after the lab failed to prepare a step (node not Ready, cache purge, "
                                "rollout) before retrying it; --max-reruns bounds the retries.", 30.0,
                                callback=finite(0.0, 3600.0))
@@ -195,33 +190,6 @@ EMBEDDED_DEFAULT = TunePreset("embedded-default", backend="auto", workload="lab"
 met issue 34's lab targets (docs/results/twin/README.md, "The lab table")."""
 
 
-def _node_names(text: str | None) -> list[str]:
-    """``a,b`` as node names (DNS-1123 subdomains, as Kubernetes names nodes), each once."""
-    import re
-
-    names = [n.strip() for n in (text or "").split(",") if n.strip()]
-    for n in names:
-        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", n):
-            raise AgentError(f"--cold-nodes: {n!r} is not a Kubernetes node name")
-    if len(set(names)) != len(names):
-        raise AgentError(f"--cold-nodes: a node is named twice in {text!r}")
-    return names
-
-
-def _address(text: str) -> str:
-    """``--master-bind-host``: an IP address (``0.0.0.0`` listens on every interface) or a host name."""
-    import ipaddress
-    import re
-
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        if re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}"
-                        r"[A-Za-z0-9])?)*", text):
-            return text
-    raise AgentError(f"--master-bind-host: {text!r} is not an IP address or a host name")
-
-
 def tune_config(args: TuneArgs, given: set[str]) -> Any:
     """A new experiment's :class:`agent.loop.config.ExperimentConfig` from the options (``given``: the
     ones typed on the command line), every contradiction an :class:`AgentError` naming the option."""
@@ -249,10 +217,11 @@ def tune_config(args: TuneArgs, given: set[str]) -> Any:
         fault_wait_s=args.fault_wait_s, platform=str(args.platform),
         health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),
         backend_options=dataclasses.asdict(KubeOptions(
-            args.kubeconfig, args.context, args.namespace, args.ingress_url, cold_nodes=_node_names(args.cold_nodes),
-            remote_workers=args.remote_workers, master_bind_host=_address(args.master_bind_host),
+            args.kubeconfig, args.context, args.namespace, args.ingress_url, cold_nodes=node_names(args.cold_nodes),
+            remote_workers=args.remote_workers, master_bind_host=address(args.master_bind_host),
             master_port=args.master_port, workers_wait_s=args.workers_wait_s,
-            max_clock_offset_s=args.max_clock_offset_s))
+            max_clock_offset_s=args.max_clock_offset_s, openwhisk_api=args.openwhisk_api,
+            openwhisk_auth=str(Path(args.openwhisk_auth).resolve()) if args.openwhisk_auth else None))
         if args.backend == "kube" else {},
     ).with_absolute_paths()
 

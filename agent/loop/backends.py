@@ -52,6 +52,11 @@ class KubeOptions:
     max_clock_offset_s: float = 0.1
     """A load process whose clock is further than this (s) from the master's voids the run
     (loadgen.replay.MAX_CLOCK_OFFSET_S; inf turns the check off)."""
+    openwhisk_api: str | None = None
+    """OpenWhisk: the API's URL (the chart's nginx NodePort, ``https://ADDRESS:31001``)."""
+    openwhisk_auth: str | None = None
+    """OpenWhisk: the file holding the guest key ``UUID:KEY`` (``.lab/openwhisk/auth.guest``)."""
+
 
 
 def resolve_workload(workload: str, *, seed: int = 0) -> tuple[Any, str | None]:
@@ -89,15 +94,23 @@ def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | 
 
         return LocalBackend(cluster, seed=seed)
     if name == "kube":
-        from testbed.kube.backend import KubeBackend
+        from testbed.kube.backend import ImageState, KubeBackend
 
         k = kube or KubeOptions()
-        from testbed.kube.backend import ImageState
+        common = {"kubeconfig": k.kubeconfig, "context": k.context, "image_state": ImageState(cold_nodes=tuple(k.cold_nodes)),
+                  "remote_workers": k.remote_workers, "master_bind_host": k.master_bind_host,
+                  "master_port": k.master_port, "workers_wait_s": k.workers_wait_s,
+                  "max_clock_offset_s": k.max_clock_offset_s}
+        if platform == "openwhisk":
+            from testbed.kube.openwhisk import read_openwhisk_key
+            from testbed.kube.openwhisk_backend import OpenWhiskBackend
 
-        return KubeBackend(kubeconfig=k.kubeconfig, context=k.context, namespace=k.namespace, ingress_url=k.ingress_url,
-                           image_state=ImageState(cold_nodes=tuple(k.cold_nodes)), remote_workers=k.remote_workers,
-                           master_bind_host=k.master_bind_host, master_port=k.master_port,
-                           workers_wait_s=k.workers_wait_s, max_clock_offset_s=k.max_clock_offset_s)
+            if not k.openwhisk_api or not k.openwhisk_auth:
+                raise AgentError("--platform openwhisk on the kube backend needs --openwhisk-api URL and "
+                                 "--openwhisk-auth FILE (the lab's guest key)")
+            return OpenWhiskBackend(api_url=k.openwhisk_api, auth=read_openwhisk_key(k.openwhisk_auth),
+                                    namespace=k.namespace if k.namespace != "default" else "openwhisk", **common)
+        return KubeBackend(namespace=k.namespace, ingress_url=k.ingress_url, **common)
     raise AgentError(f"unknown backend {name!r}; valid: {list(BACKENDS)}")
 
 

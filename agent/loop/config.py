@@ -186,7 +186,7 @@ def resolve_path(value: str, out_dir: Path) -> str:
 RESUMABLE_CHANGES = ("steps", "max_reruns")
 """Config fields a resume may change: more steps continue the experiment; the rerun budget of
 void runs judges no measurement. Everything else defines what was measured."""
-RESUMABLE_BACKEND_OPTIONS = ("kubeconfig", "ingress_url")
+RESUMABLE_BACKEND_OPTIONS = ("kubeconfig", "ingress_url", "openwhisk_api", "openwhisk_auth")
 """How to reach the same cluster may change (a moved kubeconfig, a new node address); which
 cluster and namespace were measured may not."""
 

@@ -71,6 +71,27 @@ def image_rules() -> list[dict[str, Any]]:
     return [_rule([""], ["pods"], ["create", "get", "delete"]), _rule([""], ["pods/log"], ["get"])]
 
 
+def openwhisk_rules(release: str = "owdev") -> list[dict[str, Any]]:
+    """In OpenWhisk's namespace (testbed.kube.openwhisk_backend): the action pods (watched for the
+    placements), the invoker StatefulSet (read, patched to restart the invokers before every
+    step) and the controller's ``/invokers`` through the service proxy (read)."""
+    return [
+        _rule([""], ["pods"], ["watch"]),
+        _rule(["apps"], ["statefulsets"], ["get", "patch"], [f"{release}-invoker"]),
+        _rule([""], ["services/proxy"], ["get"], [f"{release}-controller:http"]),
+    ]
+
+
+def openwhisk_driver_objects(release: str = "owdev", namespace: str = "openwhisk") -> list[dict[str, Any]]:
+    """The driver's Role and RoleBinding in OpenWhisk's namespace (applied with OpenWhisk, which
+    creates the namespace)."""
+    meta = {"name": DRIVER_NAME, "namespace": namespace, "labels": dict(_LABELS)}
+    return [{"apiVersion": _RBAC, "kind": "Role", "metadata": meta, "rules": openwhisk_rules(release)},
+            {"apiVersion": _RBAC, "kind": "RoleBinding", "metadata": dict(meta),
+             "subjects": [{"kind": "ServiceAccount", "name": DRIVER_NAME, "namespace": DRIVER_NAMESPACE}],
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": DRIVER_NAME}}]
+
+
 def driver_objects(scheduler_name: str = "scoretune-scheduler", scheduler_namespace: str = "kube-system",
                    functions_namespace: str = "default", *, max_image_pods: int = 100) -> list[dict[str, Any]]:
     """The namespace, its Pod Security labels and quota, the ServiceAccount and its roles (one Role
@@ -178,4 +199,4 @@ def driver_kubeconfig(admin_path: str, *, hours: float = 720.0, context: str | N
     }
 
 
-__all__ = ["DRIVER_NAME", "DRIVER_NAMESPACE", "driver_kubeconfig", "driver_objects"]
+__all__ = ["DRIVER_NAME", "DRIVER_NAMESPACE", "driver_kubeconfig", "driver_objects", "openwhisk_driver_objects"]

@@ -183,10 +183,14 @@ class PodWatch:
     """
 
     def __init__(self, core: Any, namespace: str, functions: Sequence[str], timeouts: KubeTimeouts,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *, selector: str | None = None,
+                 function_of: Callable[[Any], str | None] | None = None, container: str = "user-container") -> None:
         self._core = core
         self._namespace = namespace
-        self._selector = f"{SERVICE_LABEL} in ({','.join(sorted(functions))})"
+        self._selector = selector or f"{SERVICE_LABEL} in ({','.join(sorted(functions))})"
+        self._function_of = function_of or (lambda pod: (_get(pod, "metadata", "labels") or {}).get(SERVICE_LABEL))
+        """The function a pod serves (Knative: its Service label; OpenWhisk: its image), None: not one of ours."""
+        self._container = container
         self._timeouts = timeouts
         self._clock = clock
         self._stop = threading.Event()
@@ -224,7 +228,7 @@ class PodWatch:
 
     def _observe(self, kind: str, pod: Any) -> None:
         name = _get(pod, "metadata", "name")
-        function = (_get(pod, "metadata", "labels") or {}).get(SERVICE_LABEL)
+        function = self._function_of(pod)
         if not name or not function:
             return
         now = self._clock()
@@ -253,8 +257,7 @@ class PodWatch:
                                         or _get(pod, "metadata", "deletionTimestamp")):
                 rec.deleted = now
 
-    @staticmethod
-    def _cold_start_parts(rec: PodRecord, pod: Any) -> None:
+    def _cold_start_parts(self, rec: PodRecord, pod: Any) -> None:
         """Start and init from the pod's own timestamps (1 s resolution, kubelet and scheduler
         clocks): start = user container started - scheduled (includes the image pull), init =
         Ready - started. Image pull alone is only in Events, which are not read."""
@@ -264,7 +267,7 @@ class PodWatch:
                     or _get(condition(pod, "Ready"), "lastTransitionTime"))
         started = None
         for cs in _get(pod, "status", "container_statuses") or _get(pod, "status", "containerStatuses") or []:
-            if _get(cs, "name") == "user-container":
+            if _get(cs, "name") == self._container:
                 started = _ts(_get(cs, "state", "running", "started_at") or _get(cs, "state", "running", "startedAt"))
         if scheduled is not None and started is not None:
             rec.start_s = max(0.0, started - scheduled)
@@ -451,6 +454,8 @@ class KubeBackend:
     infra_pods: Sequence[str] = INFRA_PODS
     """The data-plane pods each run baselines and watches (testbed.kube.faults.INFRA_PODS); empty: none."""
     name: str = field(default="kube", init=False)
+    platform: str = field(default="knative", init=False)
+    """What serves the functions (testbed.kube.openwhisk_backend for OpenWhisk)."""
 
     def __post_init__(self) -> None:
         from kubernetes import client, config
@@ -973,6 +978,20 @@ class KubeBackend:
                                    f"{fn}); set config-domain so every route is FUNCTION.NAMESPACE.DOMAIN")
         return self.ingress_url, template
 
+    def _replay_target(self, functions: Sequence[str]) -> dict[str, Any]:
+        """Where the replay sends each function's requests (``loadgen.replay.replay``'s ``targets``
+        and how): Knative's ingress with each route's Host header, or the routes."""
+        targets, host_template = self._targets(self._routes(functions))
+        return {"targets": targets, "host_template": host_template}
+
+    def _pod_watch(self, functions: Sequence[str]) -> PodWatch:
+        """The watch of the run's function pods (Knative: the Services' revision pods)."""
+        return PodWatch(self._core, self.namespace, functions, self.timeouts)
+
+    def _run_faults(self, requests: pd.DataFrame) -> list[dict[str, Any]]:
+        """Faults only the requests show (the platform refused or failed them itself); Knative: none."""
+        return []
+
     def snapshot_cluster(self, directory: Path) -> ClusterSpec:
         """The real cluster in scoretune's own model (DESIGN.md: the ``kube`` backend reads the real
         cluster into the same cluster spec): writes ``nodes.json`` and ``pods.json`` to
@@ -1025,17 +1044,17 @@ class KubeBackend:
             except ClusterSpecError as err:  # a twin that cannot be built does not void the run
                 info["cluster"] = {"error": str(err)}
             info["versions_kube"] = {"pinned": KUBERNETES_VERSION, "kubelets": self._kubelet_versions}
-            targets, host_template = self._targets(self._routes(functions))
-            watch = PodWatch(self._core, self.namespace, functions, self.timeouts).start()
+            target = self._replay_target(functions)
+            watch = self._pod_watch(functions).start()
             faults = FaultWatch(self, functions, watch).start()
             info["data_plane"] = faults.data_plane()
             info["knative_config"] = dict(faults.config)
             t_start = time.time() + self.start_lead_s
-            result = replay(workload, targets, out_dir, timeout_s=self.request_timeout_s, workers=self.replay_workers,
-                            info=info, host_template=host_template, start_epoch=t_start,
+            result = replay(workload, out_dir=out_dir, timeout_s=self.request_timeout_s, workers=self.replay_workers,
+                            info=info, start_epoch=t_start,
                             remote_workers=self.remote_workers, master_bind_host=self.master_bind_host,
                             master_port=self.master_port, workers_wait_s=self.workers_wait_s,
-                            max_clock_offset_s=self.max_clock_offset_s)
+                            max_clock_offset_s=self.max_clock_offset_s, **target)
             time.sleep(self.timeouts.settle_s)
         except TestbedError as err:
             seen = faults.stop() if faults is not None else []
@@ -1049,7 +1068,7 @@ class KubeBackend:
             info["oom_kills"] = oom_kills(seen)
             failure = f"{void_reason(seen)}; {err}" if seen else str(err)
             return write_run(out_dir, requests, placements, info=info, failed=True, failure=failure)
-        seen = faults.stop()
+        seen = faults.stop() + self._run_faults(result.requests)
         watch.stop()
         placements = watch.placements(t_start)
         requests = fill_nodes(result.requests, placements)

@@ -146,6 +146,24 @@ def driver_kubeconfig_cmd(
     typer.echo(f"wrote {out}: scoretune-driver's token, valid {hours:g} h")
 
 
+@app.command("openwhisk-actions")
+def openwhisk_actions_cmd(
+    api: str = typer.Option(..., "--api", help="OpenWhisk's API, e.g. https://10.0.0.10:31001."),
+    auth: Path = typer.Option(..., "--auth", help="The file with the guest key (.lab/openwhisk/auth.guest)."),
+    functions: str = typer.Option("", "--functions", help="Comma-separated functions (default: the whole suite)."),
+    ca: str | None = typer.Option(None, "--ca", help="CA bundle of the API's certificate (default: not verified, "
+                                  "the chart's nginx serves a self-signed one)."),
+) -> None:
+    """Create or replace one OpenWhisk action per function (its image, memory, concurrency) and
+    print each action's version as JSON (what ansible/openwhisk.yml records)."""
+    import json
+
+    from testbed.kube.openwhisk import deploy_actions, read_openwhisk_key
+
+    versions = deploy_actions(api, read_openwhisk_key(str(auth)), _specs(functions), verify=ca or False)
+    typer.echo(json.dumps({"changed": True, "actions": versions}, sort_keys=True))
+
+
 @app.command("status")
 def status_cmd(
     kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="Kubeconfig of the lab (default: ~/.kube/config)."),

@@ -147,6 +147,7 @@ class Lab(Protocol):
     host: str
     infra_pods: Sequence[str]
     knative_config: dict[str, str] | None
+    platform: str
     _core: Any
     _custom: Any
 
@@ -252,6 +253,8 @@ class FaultWatch:
         return self
 
     def _config_digests(self) -> dict[str, str]:
+        if self._b.platform != "knative":
+            return {}  # OpenWhisk's settings are its pods' environment: a change restarts them (infra)
         core = self._b._core
         return {name: config_digest(self._b._call(f"reading ConfigMap {KNATIVE_NAMESPACE}/{name}",
                                                   core.read_namespaced_config_map, name, KNATIVE_NAMESPACE,
@@ -327,6 +330,8 @@ class FaultWatch:
                             f"changed during the run ({self.config.get(name)} -> {digest})")
 
     def _check_revisions(self) -> None:
+        if self._b.platform != "knative":
+            return
         group, version, plural = REVISION_API
         ns = self._b.namespace
         listed = self._b._call(f"listing Knative Revisions in {ns}", self._b._custom.list_namespaced_custom_object,

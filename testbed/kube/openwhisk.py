@@ -60,4 +60,29 @@ def deploy_actions(api_url: str, auth: str, specs: Sequence[Any], *, timeout_s: 
     return versions
 
 
-__all__ = ["action_body", "deploy_actions"]
+def read_openwhisk_key(path: str) -> str:
+    """The key in ``path`` (the role writes it once, 0600); one line naming the file when it is
+    missing, unreadable or not ``UUID:KEY``, or is the chart's published guest key."""
+    import re
+    from pathlib import Path
+
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise TestbedError(f"{path}: no such key file (--openwhisk-auth; ansible/openwhisk.yml writes "
+                           ".lab/openwhisk/auth.guest)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise TestbedError(f"{path}: cannot read the OpenWhisk key ({type(err).__name__})") from None
+    if not re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[A-Za-z0-9]{32,128}", text):
+        raise TestbedError(f"{path}: not an OpenWhisk key (UUID:KEY)")
+    if text.startswith(PUBLISHED_GUEST_UUID):
+        raise TestbedError(f"{path}: the chart's published guest key: anyone could use it; let ansible/openwhisk.yml "
+                           "generate the lab's own")
+    return text
+
+
+PUBLISHED_GUEST_UUID = "23bc46b1-71f6-4ed5-8c54-816aa4f8c502"
+"""The guest key's UUID openwhisk-deploy-kube's values.yaml publishes (whisk.auth.guest)."""
+
+
+__all__ = ["PUBLISHED_GUEST_UUID", "action_body", "deploy_actions", "read_openwhisk_key"]

@@ -45,7 +45,7 @@ import yaml
 
 from testbed.autoscaler.kpa import AutoscalerConfig
 from testbed.errors import ConfigError
-from testbed.kube.access import driver_objects
+from testbed.kube.access import driver_objects, openwhisk_driver_objects
 from testbed.kube.versions import KUBE_SCHEDULER_IMAGE
 
 if TYPE_CHECKING:
@@ -810,6 +810,7 @@ RENDER_LAYOUT = {
     "openwhisk/pod-template.yaml": "the action pod template (schedulerName)",
     "openwhisk/invoker-patch.yaml": "mounts the template into the invoker",
     "openwhisk/core-pins.yaml": "OpenWhisk's core components required on the core node",
+    "openwhisk/driver-rbac.yaml": "the experiment host's Role in OpenWhisk's namespace",
 }
 """Every file ``render_lab`` writes, relative to its output directory; the roles name these paths."""
 
@@ -858,6 +859,7 @@ def lab_documents(
         "openwhisk/pod-template.yaml": [openwhisk_pod_template(settings.scheduler_name, namespace=openwhisk_namespace)],
         "openwhisk/invoker-patch.yaml": [openwhisk_invoker_patch(openwhisk_release, namespace=openwhisk_namespace)],
         "openwhisk/core-pins.yaml": openwhisk_core_pins(openwhisk_release, namespace=openwhisk_namespace),
+        "openwhisk/driver-rbac.yaml": openwhisk_driver_objects(openwhisk_release, openwhisk_namespace),
     }
 
 

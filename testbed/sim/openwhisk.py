@@ -36,7 +36,13 @@ import numpy as np
 import pandas as pd
 
 from functions.errors import InputError
-from functions.openwhisk_action import INVOKER_ROLE, action_concurrency, action_memory_mb, action_pod, container_name
+from functions.openwhisk_action import (
+    INVOKER_ROLE,
+    action_concurrency,
+    action_memory_mb,
+    action_pod,
+    container_name,
+)
 from functions.spec import FunctionSpec
 from testbed.openwhisk.balancer import Balancer
 from testbed.openwhisk.config import OpenWhiskConfig

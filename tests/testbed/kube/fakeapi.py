@@ -61,7 +61,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from fakecri import ImageStore, resolved
 from kubernetes import client
@@ -127,7 +127,7 @@ def configmap_update_errors(new: dict[str, Any], old: dict[str, Any]) -> list[st
 
 
 def selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
-    """The two label-selector forms the backend sends: ``k=v`` and ``k in (a,b)``, comma-joined."""
+    """The label-selector forms the backends send: ``k=v``, ``k!=v`` and ``k in (a,b)``, comma-joined."""
     if not selector:
         return True
     for term in re.split(r",(?![^()]*\))", selector):
@@ -135,6 +135,10 @@ def selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
         m = re.fullmatch(r"(\S+) in \(([^)]*)\)", term)
         if m:
             if labels.get(m.group(1)) not in m.group(2).split(","):
+                return False
+        elif "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k) == v:
                 return False
         elif "=" in term:
             k, v = term.split("=", 1)
@@ -202,6 +206,8 @@ class FakeKube:
         """knative-serving's ConfigMaps (name -> data); a test changes one to model an operator's edit."""
         self.image_pods: list[dict[str, Any]] = []
         """Every image-state pod created, as posted."""
+        self.extra_routes: list[tuple[str, Callable[..., None]]] = []
+        """(path pattern, handler) tried before the built-in routes (fakewhisk.py adds OpenWhisk's)."""
         self._pending_reads = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -542,7 +548,7 @@ class FakeKube:
 
     def _dispatch(self, h: Any, method: str) -> None:
         parts = urlsplit(h.path)
-        path = parts.path
+        path = unquote(parts.path)  # the API server matches the decoded path (a service proxy's "name:port")
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         host = (h.headers.get("Host") or "").split(":")[0]
         if host.endswith(self.domain):
@@ -572,7 +578,7 @@ class FakeKube:
             (r"/api/v1/nodes", self._nodes),
             (r"/api/v1/pods", self._all_pods),
         ]
-        for pattern, fn in routes:
+        for pattern, fn in [*self.extra_routes, *routes]:
             m = re.fullmatch(pattern, path)
             if m:
                 return fn(h, method, *m.groups(), body=body, query=query)

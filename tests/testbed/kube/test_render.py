@@ -104,7 +104,7 @@ def test_every_object_passes_the_kubernetes_schema(documents):
     kinds = sorted({o["kind"] for _, o in _k8s_objects(documents)})
     assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Namespace", "ResourceQuota", "Role",
                      "RoleBinding", "Service", "ServiceAccount"]
-    assert checked == 15 + 13  # + config-autoscaler; the driver's: namespace, quota, account, cluster role and binding, 4 roles and bindings
+    assert checked == 15 + 13 + 2  # + config-autoscaler; the driver's: namespace, quota, account, cluster role and binding, 4 roles and bindings, and its OpenWhisk role and binding
 
 
 def test_config_autoscaler_is_what_the_simulator_runs_with_every_key_knative_parses():

@@ -1,0 +1,263 @@
+"""The kube backend on OpenWhisk (issue 36, items 3 and 6): the same profile rollout, node checks,
+image state and fault watch as on Knative, with OpenWhisk's own run and reset.
+
+- **Run**: every request is a blocking invocation through OpenWhisk's API (``loadgen.replay`` with
+  ``platform="openwhisk"``: Basic auth with the lab's guest key, ``blocking=true&result=false``),
+  and the action pods (label ``user-action-pod=true``, each function's by its image) are watched
+  for the placements, as Knative's revision pods are.
+- **Reset** (before every step, so every step starts from the same state): the invokers are
+  restarted (``kubectl rollout restart`` of the chart's invoker StatefulSet: on start each deletes
+  its own action pods, ``KubernetesContainerFactory.cleanup``; deleting them behind its back would
+  leave it believing in containers that are gone), then the backend waits until the StatefulSet
+  is rolled out, no action pod of a function is left, and the controller reports every invoker
+  ``up`` (``GET /invokers`` through the API server's service proxy), then checks the nodes and
+  brings the image caches to the declared state.
+- **Void, never scored**: any 429 (throttled: the deployment's limits are below the workload) or
+  503 (no invoker) answer, an activation with ``statusCode`` 2 or 3 (action developer error or
+  whisk internal error: apache/openwhisk ActivationResponse.scala), an invoker not ``up`` after the
+  run, and a restart or move of any OpenWhisk pod (controller, invokers, Kafka, CouchDB, ...:
+  :data:`OPENWHISK_INFRA_PODS`, the data-plane rule of testbed.kube.faults).
+
+What the weights can change on OpenWhisk: only where *new* containers go. An activation goes to
+an invoker by the controller's hash and to a container by the invoker's pool; kube-scheduler is
+asked only when a container is created (docs/lab.md, "OpenWhisk").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from testbed.errors import LabFault, TestbedError
+from testbed.kube.backend import KubeBackend, PodWatch
+from testbed.kube.images import FunctionImage, normalize
+from testbed.kube.nodes import get_path as _get
+
+log = logging.getLogger(__name__)
+
+ACTION_POD_SELECTOR = "user-action-pod=true"
+"""The label WhiskPodBuilder puts on every action pod."""
+
+OPENWHISK_INFRA_PODS: tuple[str, ...] = (
+    "openwhisk/user-action-pod!=true",
+    "kube-system/k8s-app=kube-dns",
+    "kube-system/k8s-app=kube-proxy",
+    "kube-flannel/app=flannel",
+)
+"""The pods every OpenWhisk run baselines (testbed.kube.faults): every OpenWhisk pod but the
+action pods (controller, invokers, Kafka, ZooKeeper, CouchDB, Redis, nginx, ...), CoreDNS,
+kube-proxy, Flannel."""
+
+VOID_STATUS_CODES = {2: "action developer error", 3: "whisk internal error"}
+
+
+@dataclass
+class OpenWhiskBackend(KubeBackend):
+    """Backend ``kube`` with ``platform="openwhisk"`` (see the module docstring).
+
+    api_url: OpenWhisk's API (the chart's nginx NodePort on the control plane,
+        ``https://ADDRESS:31001``); auth: the guest key ``UUID:KEY`` (``.lab/openwhisk/auth.guest``);
+    verify: TLS verification of the API for the backend's own calls (the chart's nginx serves a
+        self-signed certificate: False, or a CA bundle's path); release: the Helm release (``owdev``).
+    namespace: where OpenWhisk and its action pods run (``openwhisk``).
+    """
+
+    api_url: str = ""
+    auth: str = ""
+    verify: bool | str = False
+    release: str = "owdev"
+    namespace: str = "openwhisk"
+    infra_pods: Sequence[str] = OPENWHISK_INFRA_PODS
+    platform: str = field(default="openwhisk", init=False)
+
+    def __post_init__(self) -> None:
+        if not self.api_url:
+            raise TestbedError("OpenWhisk: the API's URL is required (--openwhisk-api, e.g. https://10.0.0.10:31001)")
+        user, sep, key = self.auth.partition(":")
+        if not sep or not user or not key:
+            raise TestbedError("OpenWhisk: the key must be UUID:KEY (.lab/openwhisk/auth.guest)")
+        super().__post_init__()
+        self._images: dict[str, str] = {}
+
+    # --- OpenWhisk's REST API -----------------------------------------------------------------
+
+    def _rest(self, what: str, method: str, path: str, **kwargs: Any) -> Any:
+        import requests
+
+        user, _, key = self.auth.partition(":")
+        url = f"{self.api_url.rstrip('/')}/api/v1/namespaces/_/{path}"
+        try:
+            answer = requests.request(method, url, auth=(user, key), timeout=self.timeouts.api_s, verify=self.verify,
+                                      **kwargs)
+        except requests.RequestException as err:
+            raise LabFault(f"OpenWhisk at {self.api_url}: {what} failed: {err}") from None
+        if answer.status_code == 401:
+            raise TestbedError(f"OpenWhisk at {self.api_url}: {what}: the key was refused (HTTP 401): give the "
+                               "lab's guest key (.lab/openwhisk/auth.guest)")
+        if answer.status_code >= 500 or answer.status_code == 429:
+            raise LabFault(f"OpenWhisk at {self.api_url}: {what}: HTTP {answer.status_code}")
+        if answer.status_code != 200:
+            raise TestbedError(f"OpenWhisk at {self.api_url}: {what}: HTTP {answer.status_code}: {answer.text[:300]}")
+        try:
+            return answer.json()
+        except ValueError:
+            raise TestbedError(f"OpenWhisk at {self.api_url}: {what}: the answer is not JSON") from None
+
+    def _function_names(self) -> list[str]:
+        """The suite's actions (annotated ``scoretune.io/function``), with each one's image."""
+        listed = self._rest("listing actions", "GET", "actions", params={"limit": 200})
+        found = [a["name"] for a in (listed if isinstance(listed, list) else [])
+                 if any(n.get("key") == "scoretune.io/function" for n in a.get("annotations") or [])]
+        names = sorted(self.functions) if self.functions is not None else sorted(found)
+        if not names:
+            raise TestbedError(f"no scoretune function is an action of OpenWhisk at {self.api_url}: run "
+                               "ansible/openwhisk.yml (it deploys the suite's actions) first")
+        for name in names:
+            if name not in self._images:
+                action = self._rest(f"reading action {name}", "GET", f"actions/{name}")
+                image = (action.get("exec") or {}).get("image")
+                if not image:
+                    raise TestbedError(f"OpenWhisk action {name} is not a blackbox action of the suite's image")
+                self._images[name] = image
+        return names
+
+    def _function_images(self, names: Sequence[str]) -> list[FunctionImage]:
+        """Each action's image (blackbox actions are pulled by the reference they name)."""
+        return [FunctionImage(fn, self._images[fn]) for fn in names]
+
+    def invokers(self) -> dict[str, str]:
+        """The controller's view of its invokers (``GET /invokers``: name -> up, unhealthy, down,
+        unresponsive), read through the API server's service proxy."""
+        service = f"{self.release}-controller:http"
+        answer = self._call(f"reading the invokers' state from {self.namespace}/{service}",
+                            self._core.connect_get_namespaced_service_proxy_with_path, service, self.namespace,
+                            "invokers", _preload_content=False)
+        text = answer.data  # raw: the client would turn a JSON object into its Python repr
+        try:
+            state = json.loads(text)
+        except ValueError:
+            raise LabFault(f"the controller's /invokers answer is not JSON: {text[:200]!r}") from None
+        if not isinstance(state, dict):
+            raise LabFault(f"the controller's /invokers answer is not an object: {str(state)[:200]}")
+        return {str(k): str(v) for k, v in state.items()}
+
+    # --- reset --------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        names = self._function_names()
+        self._restart_invokers()
+        self._wait_invokers_up()
+        self._drain(names)
+        unhealthy = self.node_problems()
+        if unhealthy:
+            from testbed.kube.nodes import describe
+
+            raise LabFault(f"node health: {describe(unhealthy)}")
+        self._image_record = self._restore_images(names)
+
+    def _invoker_set(self) -> Any:
+        name = f"{self.release}-invoker"
+        return self._call(f"reading StatefulSet {self.namespace}/{name}", self._apps.read_namespaced_stateful_set,
+                          name, self.namespace)
+
+    def _restart_invokers(self) -> None:
+        name = f"{self.release}-invoker"
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + f"-{self._resets}"
+        patch = {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}}
+        self._call(f"restarting the invokers ({self.namespace}/{name})", self._apps.patch_namespaced_stateful_set,
+                   name, self.namespace, patch)
+        deadline = time.monotonic() + self.timeouts.rollout_s
+        while True:
+            sts = self._invoker_set()
+            want = int(_get(sts, "spec", "replicas") or 0)
+            status = sts.status
+            done = (status is not None and (status.observed_generation or 0) >= (sts.metadata.generation or 0)
+                    and (status.updated_replicas or 0) == want and (status.ready_replicas or 0) == want
+                    and (status.current_revision == status.update_revision))
+            if done:
+                return
+            if time.monotonic() >= deadline:
+                raise LabFault(f"timed out after {self.timeouts.rollout_s:.0f} s restarting the invokers "
+                               f"({status.ready_replicas if status else 0}/{want} ready on the new revision)")
+            time.sleep(self.timeouts.poll_s)
+
+    def _wait_invokers_up(self) -> None:
+        want = int(_get(self._invoker_set(), "spec", "replicas") or 0)
+        deadline = time.monotonic() + self.timeouts.rollout_s
+        while True:
+            state = self.invokers()
+            up = sorted(k for k, v in state.items() if v == "up")
+            if len(up) >= want > 0 and len(up) == len(state):
+                return
+            if time.monotonic() >= deadline:
+                shown = ", ".join(f"{k}: {v}" for k, v in sorted(state.items())) or "none reported"
+                raise LabFault(f"timed out after {self.timeouts.rollout_s:.0f} s waiting for {want} invoker(s) up "
+                               f"({shown})")
+            time.sleep(self.timeouts.poll_s)
+
+    def _drain(self, names: Sequence[str]) -> None:
+        """Wait until no action pod of a function is left (the restarted invokers delete theirs)."""
+        deadline = time.monotonic() + self.timeouts.drain_s
+        while True:
+            pods = self._call(f"listing action pods in {self.namespace}", self._core.list_namespaced_pod,
+                              self.namespace, label_selector=ACTION_POD_SELECTOR).items or []
+            ours = [p for p in pods if self._function_of(p) in names]
+            if not ours:
+                return
+            if time.monotonic() >= deadline:
+                left = ", ".join(sorted(p.metadata.name for p in ours))
+                raise LabFault(f"timed out after {self.timeouts.drain_s:.0f} s waiting for the invokers to remove "
+                               f"their action pods; {len(ours)} remain: {left}")
+            time.sleep(self.timeouts.poll_s)
+
+    # --- run ----------------------------------------------------------------------------------
+
+    def _function_of(self, pod: Any) -> str | None:
+        """The function an action pod runs, by its ``user-action`` container's image."""
+        by_image = {normalize(img): fn for fn, img in self._images.items()}
+        for c in _get(pod, "spec", "containers") or []:
+            if _get(c, "name") == "user-action":
+                return by_image.get(normalize(str(_get(c, "image") or "")))
+        return None
+
+    def _replay_target(self, functions: Sequence[str]) -> dict[str, Any]:
+        return {"targets": self.api_url, "platform": "openwhisk", "auth": self.auth}
+
+    def _pod_watch(self, functions: Sequence[str]) -> PodWatch:
+        return PodWatch(self._core, self.namespace, functions, self.timeouts, selector=ACTION_POD_SELECTOR,
+                        function_of=self._function_of, container="user-action")
+
+    def _run_faults(self, requests: pd.DataFrame) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        now = time.time()
+        http = pd.to_numeric(requests.get("http_status", pd.Series(dtype=float)), errors="coerce")
+        for code, why in ((429, "throttled: raise the deployment's invocation limits above the workload's peak"),
+                          (503, "no invoker took them")):
+            n = int((http == code).sum())
+            if n:
+                found.append({"kind": "openwhisk", "object": self.api_url, "t": now,
+                              "reason": f"{n} request(s) answered HTTP {code} ({why})"})
+        errors = requests.get("error", pd.Series(dtype=object)).astype(str)
+        for code, why in VOID_STATUS_CODES.items():
+            n = int(errors.str.contains(f"statusCode {code}", regex=False).sum())
+            if n:
+                found.append({"kind": "openwhisk", "object": self.api_url, "t": now,
+                              "reason": f"{n} activation(s) ended with statusCode {code} ({why})"})
+        try:
+            state = self.invokers()
+        except TestbedError as err:
+            state = {"?": str(err)}
+        for name, value in sorted(state.items()):
+            if value != "up":
+                found.append({"kind": "invoker", "object": name, "t": now,
+                              "reason": f"the invoker is {value} after the run"})
+        return found
+
+
+__all__ = ["ACTION_POD_SELECTOR", "OPENWHISK_INFRA_PODS", "OpenWhiskBackend"]

@@ -1,0 +1,196 @@
+"""The kube backend on OpenWhisk (issue 36, items 3 and 6) against the fake API server with a fake
+OpenWhisk (fakewhisk.py): the reset that returns every step to the same state, the run through
+OpenWhisk's API with the action pods' placements, the faults that void a run, and ``tune --backend
+kube --platform openwhisk`` end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from fakeapi import FakeKube, squeeze, write_kubeconfig
+from fakewhisk import KEY, NS, FakeWhisk
+from kubernetes import client
+from typer.testing import CliRunner
+
+from agent.cli import app
+from loadgen.workload import make_workload, write_workload
+from testbed.errors import LabFault, TestbedError
+from testbed.kube.backend import KubeTimeouts
+from testbed.kube.openwhisk_backend import OpenWhiskBackend
+from testbed.kube.render import scheduler_objects
+from testbed.scheduler.config import default_profile
+
+FUNCTIONS = ("aes", "float-ops")
+STS = f"/apis/apps/v1/namespaces/{NS}/statefulsets/owdev-invoker"
+
+
+@pytest.fixture
+def lab():
+    fake = FakeKube(functions=FUNCTIONS).start()
+    fake.install_scheduler(scheduler_objects(default_profile("scoretune-scheduler"))[-2:])
+    whisk = FakeWhisk(fake, FUNCTIONS)
+    with whisk:
+        yield fake, whisk
+    fake.stop()
+
+
+def _backend(fake: FakeKube, whisk: FakeWhisk, **kw) -> OpenWhiskBackend:
+    cfg = client.Configuration(host=fake.url)
+    cfg.retries = 0
+    timeouts = KubeTimeouts(poll_s=0.01, rollout_s=2.0, rollback_s=2.0, drain_s=2.0, api_s=5.0, watch_s=1,
+                            settle_s=0.3)
+    return OpenWhiskBackend(api_client=client.ApiClient(cfg), api_url=whisk.url, auth=KEY, timeouts=timeouts,
+                            start_lead_s=1.5, **kw)
+
+
+def _workload():
+    return make_workload(np.linspace(0.0, 0.9, 10), list(FUNCTIONS) * 5, metadata={"name": "ow"})
+
+
+def test_reset_restarts_the_invokers_and_waits_for_them(lab):
+    fake, whisk = lab
+    whisk._new_container("aes")  # a container left by the last step
+    b = _backend(fake, whisk)
+    try:
+        b.reset()
+    finally:
+        b.close()
+    assert f"PATCH {STS}" in fake.calls
+    assert whisk.action_pods() == []  # the restarted invokers removed their containers
+    assert any("proxy/invokers" in c for c in fake.calls)
+    patch = next(body for call, body, _ in fake.bodies if call == f"PATCH {STS}")
+    assert "kubectl.kubernetes.io/restartedAt" in patch["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_reset_is_a_lab_fault_while_an_invoker_is_not_up(lab):
+    fake, whisk = lab
+    b = _backend(fake, whisk)
+    real = whisk._start_invokers
+
+    def down() -> None:
+        real()
+        whisk.invoker_state["invoker1/owdev-invoker-1"] = "unhealthy"
+
+    whisk._start_invokers = down
+    try:
+        with pytest.raises(LabFault, match=r"invoker\(s\) up .*invoker1/owdev-invoker-1: unhealthy"):
+            b.reset()
+    finally:
+        b.close()
+
+
+def test_a_run_goes_through_openwhisk_and_records_the_action_pods(lab, tmp_path):
+    fake, whisk = lab
+    b = _backend(fake, whisk)
+    try:
+        b.reset()
+        result = b.run(_workload(), tmp_path / "run")
+    finally:
+        b.close()
+    s = result.summary
+    assert not s["failed"], s.get("failure")
+    assert s["ok"] == 10 and s["cold_starts"] == 2 and whisk.invocations == 10
+    req = result.requests
+    assert set(req["pod"].dropna()) == {p["metadata"]["name"] for p in whisk.action_pods()}
+    assert req["node"].notna().all() and req["activation_id"].notna().all()
+    pl = result.placements
+    assert sorted(pl["function"]) == sorted(FUNCTIONS) and pl["node"].notna().all()
+    assert s["faults"] == [] and any(k.startswith(f"{NS}/owdev-controller") for k in s["data_plane"])
+
+
+@pytest.mark.parametrize(("fault", "expected"), [
+    ("throttle", "HTTP 429"),
+    ("internal", "statusCode 3 (whisk internal error)"),
+    ("invoker", "invoker1/owdev-invoker-1: the invoker is unhealthy after the run"),
+    ("controller", "owdev-controller-0: the data-plane pod restarted"),
+])
+def test_faults_of_openwhisk_void_the_run(lab, tmp_path, fault, expected):
+    fake, whisk = lab
+    b = _backend(fake, whisk)
+    try:
+        b.reset()
+        if fault == "throttle":
+            whisk.throttle = True
+        elif fault == "internal":
+            whisk.internal_error.add("aes")
+        elif fault == "invoker":
+            whisk.invoker_state["invoker1/owdev-invoker-1"] = "unhealthy"
+        else:  # the controller is OOMKilled during the run
+            whisk.on_first_invoke = lambda: fake.restart_infra("owdev-controller-0")
+        result = b.run(_workload(), tmp_path / "run")
+    finally:
+        b.close()
+    assert result.summary["failed"] and expected in result.summary["failure"]
+    assert result.summary["failure"].startswith("void:")
+
+
+def test_the_backend_needs_the_api_and_a_key(lab):
+    fake, whisk = lab
+    with pytest.raises(TestbedError, match="the API's URL is required"):
+        OpenWhiskBackend(api_url="", auth=KEY)
+    with pytest.raises(TestbedError, match="UUID:KEY"):
+        OpenWhiskBackend(api_url=whisk.url, auth="nokey")
+
+
+def _tune(fake, whisk, tmp_path, key_file, *extra):
+    kubeconfig = write_kubeconfig(fake, tmp_path)
+    write_workload(_workload(), tmp_path / "w.parquet")
+    return CliRunner().invoke(app, [
+        "tune", "--backend", "kube", "--platform", "openwhisk", "--kubeconfig", str(kubeconfig),
+        "--openwhisk-api", whisk.url, "--openwhisk-auth", str(key_file), "--workload", str(tmp_path / "w.parquet"),
+        "--method", "random", "--steps", "1", "--fault-wait-s", "0", "--out", str(tmp_path / "out"), *extra])
+
+
+def test_tune_on_openwhisk_end_to_end(lab, tmp_path):
+    fake, whisk = lab
+    key = tmp_path / "auth.guest"
+    key.write_text(KEY + "\n")
+    result = _tune(fake, whisk, tmp_path, key)
+    assert result.exit_code == 0, result.output + str(result.exception)
+    out = tmp_path / "out"
+    assert json.loads((out / "config.json").read_text())["platform"] == "openwhisk"
+    runs = sorted((out / "runs").rglob("summary.json"))
+    assert len(runs) >= 2 and all(not json.loads(p.read_text())["failed"] for p in runs)
+    assert squeeze(fake.calls).count(f"PATCH {STS}") >= 2  # a reset before every step
+    assert (out / "best-scheduler-config.yaml").exists()
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (None, "no such key file"),
+    ("not a key", "not an OpenWhisk key (UUID:KEY)"),
+    ("23bc46b1-71f6-4ed5-8c54-816aa4f8c502:" + "a" * 64, "the chart's published guest key"),
+])
+def test_a_bad_key_file_is_one_line_naming_it(lab, tmp_path, content, expected):
+    fake, whisk = lab
+    key = tmp_path / "auth.guest"
+    if content is not None:
+        key.write_text(content)
+    result = _tune(fake, whisk, tmp_path, key)
+    assert result.exit_code == 1, result.output
+    assert str(key) in result.output and expected in result.output
+    assert "Traceback" not in result.output and whisk.invocations == 0
+
+
+def test_every_request_on_openwhisk_is_allowed_to_the_driver_and_every_openwhisk_grant_used(lab, tmp_path):
+    from test_access import _grants, allowed, request_of
+
+    from testbed.kube.access import driver_objects, openwhisk_driver_objects
+
+    fake, whisk = lab
+    b = _backend(fake, whisk)
+    try:
+        b.reset()
+        assert not b.run(_workload(), tmp_path / "run").failed
+    finally:
+        b.close()
+    # a service proxy's path goes on after the subresource: RBAC sees services/proxy on name:port
+    calls = [c.split("/proxy/")[0] + "/proxy" if "/proxy/" in c else c for c in dict.fromkeys(fake.calls)]
+    requests = [request_of(c) for c in calls]
+    grants = _grants([*driver_objects(), *openwhisk_driver_objects()])
+    assert [r for r in requests if not allowed(grants, r)] == []
+    ours = _grants(openwhisk_driver_objects())
+    used = {(verb, group, res) for verb, group, res, ns, name in requests if ns == NS and allowed(ours, (verb, group, res, ns, name))}
+    granted = {(v, g, r) for _, rule in ours for v in rule["verbs"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert granted - used == set(), "granted in OpenWhisk's namespace but never requested"
