@@ -70,6 +70,8 @@ class Protocol:
     """Noise-free: the simulator's seed of every objective (None: the seed ``i``)."""
     mismatch: str = "none"
     """The truth's perturbations no twin has (testbed.sim.mismatch): none, mild, default, severe."""
+    platform: str = "knative"
+    """What serves the functions in every run (testbed.openwhisk.config.PLATFORMS); the tuners know it."""
 
     @property
     def exact(self) -> bool:
@@ -96,6 +98,10 @@ class Protocol:
         from testbed.sim.mismatch import level
 
         level(self.mismatch)  # an unknown level is one line naming it
+        from testbed.openwhisk.config import PLATFORMS
+
+        if self.platform not in PLATFORMS:
+            raise AgentError(f"unknown platform {self.platform!r}; valid: {', '.join(PLATFORMS)}")
         if self.metric not in METRICS:
             raise AgentError(f"unknown metric {self.metric!r}; valid: {list(METRICS)}")
 
@@ -151,7 +157,8 @@ def run_task(task: Task, factory: ObjectiveFactory | None = None) -> dict[str, A
 
 
 def _oracle_key(p: Protocol, scenario: str, objective_seed: int) -> str:
-    world = "" if p.mismatch == "none" else f":mismatch-{p.mismatch}"
+    world = ("" if p.mismatch == "none" else f":mismatch-{p.mismatch}") + \
+        ("" if p.platform == "knative" else f":{p.platform}")
     if p.exact:
         return f"{scenario}@{objective_seed}:{p.oracle_runs}:{p.metric}{world}"
     return f"{scenario}:{p.oracle_runs}:{p.metric}{world}"
@@ -251,7 +258,7 @@ def evaluate(
     meta: dict[str, Any] = {
         "protocol": "noise-free" if p.exact else "noisy", "scenarios": list(scenarios), "seeds": seeds,
         "seed_offset": seed_offset, "methods": list(all_methods), "policies": policies, "steps": p.steps,
-        "oracle_runs": p.oracle_runs, "metric": p.metric, "mismatch": p.mismatch,
+        "oracle_runs": p.oracle_runs, "metric": p.metric, "mismatch": p.mismatch, "platform": p.platform,
         "best_baseline": frame.attrs.get("best_baseline"),
         "config": dict(config or {}), "provenance": provenance(),
     }

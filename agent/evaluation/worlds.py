@@ -50,9 +50,10 @@ def _exact_world(task: Task, seed: int, factory: ObjectiveFactory, codec: Action
 
     p = task.protocol
     objective = factory(task.scenario, _objective_seed(task.protocol, seed), p.metric)
-    view = objective_view(objective)
-    if p.mismatch != "none":
-        objective.truth = mismatch_truth(p.mismatch, task.scenario, objective.cluster, _objective_seed(p, seed))
+    view = objective_view(objective, platform=p.platform)
+    if p.mismatch != "none" or p.platform != "knative":
+        objective.truth = mismatch_truth(p.mismatch, task.scenario, objective.cluster, _objective_seed(p, seed),
+                                         platform=p.platform)
     if task.oracle_known is not None:
         oracle = float(task.oracle_known)
     elif p.oracle_runs > 0:
@@ -70,7 +71,7 @@ def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> W
 
     p = task.protocol
     base = factory(task.scenario, 0, p.metric)
-    perturbed = mismatch_truth(p.mismatch, task.scenario, base.cluster, 0)
+    perturbed = mismatch_truth(p.mismatch, task.scenario, base.cluster, 0, platform=p.platform)
     if perturbed is not None:
         base.truth = perturbed
     truth = Truth(base.cluster, base.workload, metric=p.metric, seeds=p.truth_seeds, truth=perturbed)
@@ -89,7 +90,8 @@ def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> W
                               metric=p.metric, name=f"{task.scenario}~noisy", context=context, truth=perturbed)
 
     return World(measurement, truth, oracle, [codec.encode(s).tolist() for s in top], context,
-                 {"noise_cv": noise_cv, "lab_cv": lab_cv, "seed_cv": seed_cv}, view=objective_view(base))
+                 {"noise_cv": noise_cv, "lab_cv": lab_cv, "seed_cv": seed_cv},
+                 view=objective_view(base, platform=p.platform))
 
 
 def _worlds(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> Iterator[tuple[tuple[int, ...], World]]:

@@ -49,10 +49,10 @@ def user_view(cluster: Any, workload: Any, metric: str = "mean", timeout_s: floa
     return UserView(cluster_view(cluster), workload, metric, float(timeout_s), platform)
 
 
-def objective_view(objective: Any) -> UserView | None:
+def objective_view(objective: Any, *, platform: str = "knative") -> UserView | None:
     """The view of an evaluation objective: its nominal cluster and workload, never its truth
     (None for an objective with no cluster, such as a test's analytic function)."""
     cluster, workload = getattr(objective, "cluster", None), getattr(objective, "workload", None)
     if cluster is None or workload is None:
         return None
-    return user_view(cluster, workload, getattr(objective, "metric", "mean"))
+    return user_view(cluster, workload, getattr(objective, "metric", "mean"), platform=platform)
