@@ -74,10 +74,12 @@ def image_rules() -> list[dict[str, Any]]:
 def openwhisk_rules(release: str = "owdev") -> list[dict[str, Any]]:
     """In OpenWhisk's namespace (testbed.kube.openwhisk_backend): the action pods (watched for the
     placements), the invoker StatefulSet (read, patched to restart the invokers before every
-    step) and the controller's ``/invokers`` through the service proxy (read)."""
+    step), the controller's StatefulSet (read: its invocation limits) and the controller's
+    ``/invokers`` through the service proxy (read)."""
     return [
         _rule([""], ["pods"], ["watch"]),
-        _rule(["apps"], ["statefulsets"], ["get", "patch"], [f"{release}-invoker"]),
+        _rule(["apps"], ["statefulsets"], ["get"], [f"{release}-invoker", f"{release}-controller"]),
+        _rule(["apps"], ["statefulsets"], ["patch"], [f"{release}-invoker"]),
         _rule([""], ["services/proxy"], ["get"], [f"{release}-controller:http"]),
     ]
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from testbed.errors import LabFault, TestbedError
@@ -84,6 +85,7 @@ class OpenWhiskBackend(KubeBackend):
             raise TestbedError("OpenWhisk: the key must be UUID:KEY (.lab/openwhisk/auth.guest)")
         super().__post_init__()
         self._images: dict[str, str] = {}
+        self._limits_checked = False
 
     # --- OpenWhisk's REST API -----------------------------------------------------------------
 
@@ -217,6 +219,40 @@ class OpenWhiskBackend(KubeBackend):
             time.sleep(self.timeouts.poll_s)
 
     # --- run ----------------------------------------------------------------------------------
+
+    def limits(self) -> dict[str, int]:
+        """The controller's invocation limits (openwhisk-deploy-kube's ``openwhisk.limitsEnvVars``
+        on the controller StatefulSet): ``per_minute`` and ``concurrent``, those it sets."""
+        name = f"{self.release}-controller"
+        sts = self._call(f"reading StatefulSet {self.namespace}/{name}", self._apps.read_namespaced_stateful_set,
+                         name, self.namespace)
+        env = {_get(e, "name"): _get(e, "value") for c in _get(sts, "spec", "template", "spec", "containers") or []
+               for e in _get(c, "env") or []}
+        out: dict[str, int] = {}
+        for key, var in (("per_minute", "LIMITS_ACTIONS_INVOKES_PERMINUTE"),
+                         ("concurrent", "LIMITS_ACTIONS_INVOKES_CONCURRENT")):
+            try:
+                out[key] = int(str(env[var]))
+            except (KeyError, ValueError):
+                continue
+        return out
+
+    def check_limits(self, workload: Any) -> None:
+        """Refuse a workload whose busiest minute asks more invocations than the controller allows
+        (each would answer 429 and void every run): one line naming the limit and the peak."""
+        per_minute = self.limits().get("per_minute")
+        t = np.sort(workload.frame["t_s"].to_numpy(dtype=float))
+        peak = int((np.searchsorted(t, t + 60.0, side="left") - np.arange(len(t))).max()) if len(t) else 0
+        if per_minute is not None and peak > per_minute:
+            raise TestbedError(f"OpenWhisk at {self.api_url} allows {per_minute} invocations a minute "
+                               f"(LIMITS_ACTIONS_INVOKES_PERMINUTE) and the workload's busiest minute has {peak}: "
+                               "raise openwhisk_invokes_per_minute (ansible/roles/openwhisk) above the peak")
+
+    def run(self, workload: Any, out_dir: Any, *, seed: int = 0) -> Any:
+        if not self._limits_checked:
+            self.check_limits(workload)
+            self._limits_checked = True
+        return super().run(workload, out_dir, seed=seed)
 
     def _function_of(self, pod: Any) -> str | None:
         """The function an action pod runs, by its ``user-action`` container's image."""

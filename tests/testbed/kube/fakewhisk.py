@@ -37,6 +37,8 @@ class FakeWhisk:
         self.functions = functions
         self.actions: dict[str, dict[str, Any]] = {}
         self.throttle = False
+        self.per_minute = 600000
+        """The controller's LIMITS_ACTIONS_INVOKES_PERMINUTE (the role's openwhisk_invokes_per_minute)."""
         self.on_first_invoke: Any = None
         """Called once, at the next invocation (a fault that happens during the run)."""
         self.internal_error: set[str] = set()
@@ -56,6 +58,7 @@ class FakeWhisk:
         fake.extra_routes += [
             (rf"/apis/apps/v1/namespaces/{NS}/statefulsets/owdev-invoker", self._statefulset),
             (rf"/api/v1/namespaces/{NS}/services/owdev-controller:http/proxy/invokers", self._invokers),
+            (rf"/apis/apps/v1/namespaces/{NS}/statefulsets/owdev-controller", self._controller),
         ]
         self._serving = serving(Starlette(routes=[
             Route("/api/v1/namespaces/_/actions", self.list_actions, methods=["GET"]),
@@ -95,6 +98,17 @@ class FakeWhisk:
                                             "spec": {"containers": [{"name": "invoker", "image": "invoker"}]}}},
                       "status": {"observedGeneration": self.generation, "replicas": n, "readyReplicas": n,
                                  "updatedReplicas": n, "currentRevision": rev, "updateRevision": rev}})
+
+    def _controller(self, h: Any, method: str, *, body: Any, query: dict[str, str]) -> None:
+        env = [{"name": "LIMITS_ACTIONS_INVOKES_PERMINUTE", "value": str(self.per_minute)},
+               {"name": "LIMITS_ACTIONS_INVOKES_CONCURRENT", "value": "10000"}]
+        h._send(200, {"apiVersion": "apps/v1", "kind": "StatefulSet",
+                      "metadata": {"name": "owdev-controller", "namespace": NS, "generation": 1},
+                      "spec": {"replicas": 1, "selector": {"matchLabels": {"name": "owdev-controller"}},
+                               "serviceName": "owdev-controller",
+                               "template": {"metadata": {"labels": {"name": "owdev-controller"}},
+                                            "spec": {"containers": [{"name": "controller", "image": "controller",
+                                                                     "env": env}]}}}})
 
     def _invokers(self, h: Any, method: str, *, body: Any, query: dict[str, str]) -> None:
         h._send(200, dict(self.invoker_state))

@@ -194,3 +194,15 @@ def test_every_request_on_openwhisk_is_allowed_to_the_driver_and_every_openwhisk
     used = {(verb, group, res) for verb, group, res, ns, name in requests if ns == NS and allowed(ours, (verb, group, res, ns, name))}
     granted = {(v, g, r) for _, rule in ours for v in rule["verbs"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert granted - used == set(), "granted in OpenWhisk's namespace but never requested"
+
+
+def test_a_workload_above_the_controllers_limit_is_refused_before_any_request(lab, tmp_path):
+    fake, whisk = lab
+    whisk.per_minute = 9  # the busiest minute of the workload has 10
+    b = _backend(fake, whisk)
+    try:
+        with pytest.raises(TestbedError, match="allows 9 invocations a minute .* busiest minute has 10"):
+            b.run(_workload(), tmp_path / "run")
+    finally:
+        b.close()
+    assert whisk.invocations == 0
