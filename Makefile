@@ -5,28 +5,37 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 RUN_STAMP := $(VENV)/.installed-run-$(shell cksum pyproject.toml | cut -d' ' -f1)
+LAB_STAMP := $(VENV)/.installed-lab-$(shell cksum pyproject.toml | cut -d' ' -f1)
 INVENTORY ?=
 ANSIBLE_EXTRA ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-run test test-all lint bench tune testbed-up testbed-down clean
+.PHONY: setup setup-run setup-lab test test-all lint bench tune testbed-up testbed-down clean
 
 ## setup: scoretune with everything the tests, lint and provisioning need
 setup: $(STAMP)
 
-## setup-run: scoretune alone (what `make tune` needs: no test, lint or Ansible tooling)
+## setup-run: scoretune and its PPO policy (what `make tune` needs: no test, lint or Ansible tooling)
 setup-run: $(RUN_STAMP)
+
+## setup-lab: scoretune and Ansible's collections (what `make testbed-up` needs: no PyTorch, no Ray)
+setup-lab: $(LAB_STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
-	@touch $@ $(RUN_STAMP)
+	@touch $@ $(RUN_STAMP) $(LAB_STAMP)
 
 $(RUN_STAMP): pyproject.toml
 	@test -f $(STAMP) || { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
-	  $(BIN)/python -m pip install --quiet -e . && rm -f $(VENV)/.installed-run-*; }
+	  $(BIN)/python -m pip install --quiet -e '.[rl]' && rm -f $(VENV)/.installed-run-*; }
+	@touch $@
+
+$(LAB_STAMP): pyproject.toml
+	@test -f $(STAMP) || { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
+	  $(BIN)/python -m pip install --quiet -e '.[lab]' && rm -f $(VENV)/.installed-lab-*; }
 	@touch $@
 
 ## test: the fast suite (slow suites are behind the `slow` marker)
@@ -50,7 +59,7 @@ tune: setup-run
 	$(BIN)/scoretune tune --embedded-default --out runs/tune --overwrite
 
 ## testbed-up: a real lab from INVENTORY with Ansible, or the embedded lab without one
-testbed-up: setup
+testbed-up: setup-lab
 ifeq ($(strip $(INVENTORY)),)
 	$(BIN)/scoretune testbed up
 else
@@ -58,7 +67,7 @@ else
 	ANSIBLE_CONFIG=ansible/ansible.cfg PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-playbook -i $(INVENTORY) ansible/preflight.yml ansible/site.yml ansible/knative.yml ansible/scheduler.yml ansible/functions.yml ansible/loadgen.yml $(ANSIBLE_EXTRA)
 endif
 
-testbed-down: setup
+testbed-down: setup-lab
 ifeq ($(strip $(INVENTORY)),)
 	$(BIN)/scoretune testbed down
 else

@@ -17,13 +17,18 @@ from typer.exceptions import TyperException
 
 from functions.errors import ScoretuneError
 
+OPTIONAL_MODULES = {"torch": "rl", "stable_baselines3": "rl", "sb3_contrib": "rl", "tensorboard": "rl",
+                    "ray": "ray"}
+"""Modules only an extra installs (pyproject.toml), and which: the PPO policy needs ``rl``; the
+lab (``make testbed-up``), the simulator and the search tuners do not."""
+
 
 class _ScoretuneGroup(TyperGroup):
     """Turns scoretune's own errors into one ``Error: ...`` line on stderr and exit 1, for every
     command of every group (typer 0.29 vendors its own click, so click's exceptions would not be
     caught by it; ``typer.Exit`` is its public way out)."""
 
-    def invoke(self, ctx: typer.Context):  # type: ignore[override]
+    def invoke(self, ctx: typer.Context):  # type: ignore[override]  # noqa: C901 - one handler per kind of failure
         try:
             return super().invoke(ctx)
         except ScoretuneError as err:
@@ -35,6 +40,13 @@ class _ScoretuneGroup(TyperGroup):
             # the reader went away (``| head``): stop quietly, as command-line tools do
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(1) from None
+        except ModuleNotFoundError as err:
+            extra = OPTIONAL_MODULES.get((err.name or "").split(".")[0])
+            if extra is None:
+                raise
+            typer.echo(f"Error: this needs {err.name}, which scoretune's '{extra}' extra installs: "
+                       f"pip install 'scoretune[{extra}]' (make setup-run and make setup install it)", err=True)
+            raise typer.Exit(1) from err
         except OSError as err:
             # the operating system's own words name the file (disk full, permission denied, ...)
             where = f"{err.filename}: " if err.filename else ""

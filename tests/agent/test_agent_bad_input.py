@@ -320,3 +320,34 @@ def test_flags_are_shown_as_flags_in_help(command, flags):
     for flag in flags:
         line = next(line for line in result.output.splitlines() if f"{flag} " in line)
         assert "<bool>" not in line and "BOOLEAN" not in line, line
+
+
+def test_a_missing_extra_is_one_line_naming_it(monkeypatch, tmp_path):
+    """Without the ``rl`` extra (PyTorch, SB3) the policy cannot load: say which extra installs it."""
+    import agent.rl.artefacts
+
+    def no_torch(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setattr(agent.rl.artefacts, "policy_method", no_torch)
+    result = CliRunner().invoke(app, ["tune", "--backend", "sim", "--workload", "lab", "--policy",
+                                      "agent/policies/scoretune-ppo.zip", "--steps", "1", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert "needs torch, which scoretune's 'rl' extra installs: pip install 'scoretune[rl]'" in result.output
+
+
+def test_the_lab_installs_without_pytorch():
+    """``make testbed-up`` installs the ``lab`` extra: Ansible's collections, and no PyTorch or Ray
+    in the core dependencies it pulls."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    core = {re.split(r"[<>=!\[ ]", d)[0].lower() for d in project["dependencies"]}
+    assert not core & {"torch", "stable-baselines3", "sb3-contrib", "tensorboard", "ray"}
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("ansible>=") for d in extras["lab"]) and any(d == "torch==2.13.0" for d in extras["rl"])
+    assert set(extras["rl"]) <= set(extras["dev"]) and set(extras["lab"]) <= set(extras["dev"])
+    makefile = (root / "Makefile").read_text()
+    assert re.search(r"^testbed-up: setup-lab$", makefile, re.M) and "-e '.[lab]'" in makefile
+    assert "-e '.[rl]'" in makefile  # make tune: the policy's extra
