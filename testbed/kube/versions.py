@@ -86,6 +86,14 @@ ARTEFACTS: tuple[Artefact, ...] = (
 The Kubernetes packages come from pkgs.k8s.io's apt repository (signed, pinned by version); the
 Knative and Kourier manifests are release assets fetched at their pinned tags."""
 
+KNATIVE_MANIFEST_SHA256: dict[str, str] = {}
+"""SHA-256 of the Knative and Kourier release manifests by the file name the role keeps them under
+(``knative-v1.23.0-serving-core.yaml``, ...); the knative_serving role's ``knative_serving_sha256``
+repeats it. Empty: the digests must be read from the release assets themselves, which the machine
+this was written on could not download. Until they are recorded here, the role pins each
+manifest on its first download (the lab's ``manifests.lock.json``) and refuses any later download
+that differs."""
+
 KNATIVE_SERVICE_API = ("serving.knative.dev", "v1", "services")
 """(group, version, plural) of the Knative Service custom resource."""
 
@@ -97,6 +105,7 @@ __all__ = [
     "FLANNEL_VERSION",
     "RUNC_VERSION",
     "Artefact",
+    "KNATIVE_MANIFEST_SHA256",
     "KNATIVE_SERVICE_API",
     "KNATIVE_SERVING_VERSION",
     "KUBERNETES_MINOR",

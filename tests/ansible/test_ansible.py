@@ -73,11 +73,11 @@ def test_example_inventory_has_the_lab_groups():
 
 
 def _make_dry_run(target: str, **variables: str) -> list[list[str]]:
-    """The commands ``make -n TARGET`` would run (``setup`` taken as done), each split as the shell would."""
+    """The commands ``make -n TARGET`` would run (``setup`` and ``setup-lab`` taken as done), each split as the shell would."""
     # a clean environment: under `make test` the outer make's MAKELEVEL/MAKEFLAGS would make this
     # one print "Entering directory" lines and inherit the outer flags
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
-    result = subprocess.run(["make", "--no-print-directory", "-n", "-o", "setup", target,
+    result = subprocess.run(["make", "--no-print-directory", "-n", "-o", "setup", "-o", "setup-lab", target,
                              *(f"{k}={v}" for k, v in variables.items())],
                             cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
@@ -133,6 +133,7 @@ def test_roles_pin_the_versions_of_versions_py():
     assert _default("kubeadm_control_plane", "kubeadm_control_plane_pod_subnet") == versions.POD_SUBNET
     assert _default("cni_flannel", "cni_flannel_version") == versions.FLANNEL_VERSION
     assert _default("knative_serving", "knative_serving_version") == versions.KNATIVE_SERVING_VERSION
+    assert _default("knative_serving", "knative_serving_sha256") == versions.KNATIVE_MANIFEST_SHA256
     assert _default("knative_serving", "knative_serving_kourier_version") == versions.NET_KOURIER_VERSION
     assert _default("lab_teardown", "lab_teardown_knative_version") == versions.KNATIVE_SERVING_VERSION
     assert _default("lab_teardown", "lab_teardown_kourier_version") == versions.NET_KOURIER_VERSION

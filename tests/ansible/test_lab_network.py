@@ -186,3 +186,44 @@ def test_openwhisk_blackbox_actions_may_use_every_invoker():
     share = float(fraction.rstrip("%")) / 100
     assert all(partition(n, 0.9, share)[1] == n for n in range(1, 21))
     assert partition(3, 0.9, 0.1)[1] == 1  # what the chart's default would have given three invokers
+
+
+def test_knative_manifests_are_pinned_on_first_download_and_a_changed_one_refused(tmp_path):
+    """knative_serving's download tasks against a server on 127.0.0.1: the first download records
+    each file's SHA-256 in the lab's lock, a rerun with the same files passes, a changed file (a
+    re-tagged release asset) stops the playbook naming it, and a pin in knative_serving_sha256 that
+    the file does not match stops it even on the first download."""
+    import hashlib
+    import http.server
+    import threading
+
+    served = tmp_path / "served"
+    served.mkdir()
+    for name in ("serving-crds.yaml", "serving-core.yaml", "kourier.yaml"):
+        (served / name).write_text(f"# {name}\n")
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(served))  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    lab = tmp_path / "lab"
+    (tmp_path / "dl.yml").write_text(yaml.safe_dump([{
+        "hosts": "cp", "gather_facts": False, "vars_files": [str(ANSIBLE / "group_vars" / "all.yml")],
+        "tasks": [{"ansible.builtin.include_role": {"name": "knative_serving", "tasks_from": "download"}}]}]))
+    extra = {"scoretune_lab_dir": str(lab), "knative_serving_release_url": base,
+             "knative_serving_kourier_url": f"{base}/kourier.yaml"}
+    try:
+        done = _run(tmp_path, "dl.yml", extra)
+        assert done.returncode == 0, done.stdout[-3000:]
+        lock = json.loads((lab / "manifests.lock.json").read_text())
+        core = "knative-v1.23.0-serving-core.yaml"
+        assert lock[core] == hashlib.sha256(b"# serving-core.yaml\n").hexdigest() and len(lock) == 3
+        assert _run(tmp_path, "dl.yml", extra).returncode == 0  # the same files again
+        (served / "serving-core.yaml").write_text("# serving-core.yaml, altered\n")
+        again = _run(tmp_path, "dl.yml", extra)
+        assert again.returncode != 0 and core in again.stdout
+        assert json.loads((lab / "manifests.lock.json").read_text()) == lock  # the lock is never rewritten
+        (lab / "manifests.lock.json").unlink()
+        pinned = _run(tmp_path, "dl.yml", {**extra, "knative_serving_sha256": {core: "0" * 64}})
+        assert pinned.returncode != 0 and core in pinned.stdout
+    finally:
+        server.shutdown()
