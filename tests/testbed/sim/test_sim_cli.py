@@ -34,6 +34,21 @@ def test_sim_run_writes_a_run_directory(tmp_path, workload_file):
     assert json.loads(r.stdout)["count"] == len(res.requests)
 
 
+def test_sim_run_on_openwhisk_writes_its_action_pods(tmp_path, workload_file):
+    out = tmp_path / "run"
+    r = runner.invoke(app, ["sim", "run", "--cluster", "lab-small", "--workload", str(workload_file),
+                            "--platform", "openwhisk", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    res = read_run(out)
+    assert res.summary["platform"] == "openwhisk"
+    assert res.placements["pod"].str.match(r"^wsk\d+-\d+-guest-").all()  # the invokers' containers
+    assert res.summary["cold_starts"] == len(res.placements)
+    r = runner.invoke(app, ["sim", "run", "--cluster", "lab-small", "--workload", str(workload_file),
+                            "--platform", "lambda", "--out", str(tmp_path / "bad")])
+    assert r.exit_code == 2 and "'lambda' is not one of 'knative', 'openwhisk'" in r.output
+    assert not (tmp_path / "bad").exists()
+
+
 def test_sim_run_with_config(tmp_path, workload_file):
     from testbed.scheduler.config import config_for_profile, profile_from_weights, write_config
 
