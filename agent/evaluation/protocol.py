@@ -274,6 +274,14 @@ def evaluate(
     return table
 
 
+def _platform_of(directory: Path) -> str:
+    """What an evaluation ran on (its evaluation.json; Knative for those written before platforms)."""
+    try:
+        return str(json.loads((directory / "evaluation.json").read_text(encoding="utf-8")).get("platform", "knative"))
+    except (OSError, ValueError, AttributeError):
+        return "knative"
+
+
 def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None = None, *, steps: int | None = None,
             scenarios: Sequence[str] | None = None) -> pd.DataFrame:
     """One table from several evaluations of either protocol (a split evaluated in parts, or new
@@ -285,6 +293,10 @@ def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None =
     names or shell patterns match (``gen-*``), to report a subset such as the unseen members."""
     if not dirs:
         raise AgentError("combine: no evaluation directories given")
+    platforms = {str(d): _platform_of(Path(d)) for d in dirs}
+    if len(set(platforms.values())) > 1:
+        shown = ", ".join(f"{d}: {p}" for d, p in platforms.items())
+        raise AgentError(f"combine: the directories ran on different platforms ({shown}); their oracles differ")
     rows = pd.concat([read_results(Path(d)) for d in dirs], ignore_index=True)
     if scenarios:
         from fnmatch import fnmatchcase
@@ -316,6 +328,7 @@ def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None =
     make_out_dir(out_dir)
     table = write_tables(frame, out_dir, headline)
     meta = {"protocol": "noise-free" if frame.attrs["exact"] else "noisy", "combined": [str(d) for d in dirs],
+            "platform": next(iter(platforms.values())),
             "steps": headline, "scenarios": sorted(frame["scenario"].unique().tolist()),
             "methods": list(dict.fromkeys(frame["method"])), "best_baseline": frame.attrs.get("best_baseline"),
             "provenance": provenance()}

@@ -171,3 +171,13 @@ def test_an_unknown_platform_is_refused_by_the_protocol():
 
     with pytest.raises(AgentError, match="unknown platform 'lambda'"):
         Protocol(platform="lambda").check()
+
+
+def test_combine_refuses_evaluations_of_different_platforms(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, platform in ((a, "knative"), (b, "openwhisk")):
+        d.mkdir()
+        (d / "evaluation.json").write_text(json.dumps({"platform": platform}))
+    with pytest.raises(AgentError, match="different platforms .*a: knative, .*b: openwhisk"):
+        combine([a, b], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
