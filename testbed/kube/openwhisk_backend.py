@@ -85,6 +85,8 @@ class OpenWhiskBackend(KubeBackend):
             raise TestbedError("OpenWhisk: the key must be UUID:KEY (.lab/openwhisk/auth.guest)")
         super().__post_init__()
         self._images: dict[str, str] = {}
+        self._by_image: dict[str, str] = {}
+        """Normalised image -> function (how an action pod is known as one of ours)."""
         self._limits_checked = False
 
     # --- OpenWhisk's REST API -----------------------------------------------------------------
@@ -127,6 +129,7 @@ class OpenWhiskBackend(KubeBackend):
                 if not image:
                     raise TestbedError(f"OpenWhisk action {name} is not a blackbox action of the suite's image")
                 self._images[name] = image
+        self._by_image = {normalize(img): fn for fn, img in self._images.items()}
         return names
 
     def _function_images(self, names: Sequence[str]) -> list[FunctionImage]:
@@ -256,10 +259,9 @@ class OpenWhiskBackend(KubeBackend):
 
     def _function_of(self, pod: Any) -> str | None:
         """The function an action pod runs, by its ``user-action`` container's image."""
-        by_image = {normalize(img): fn for fn, img in self._images.items()}
         for c in _get(pod, "spec", "containers") or []:
             if _get(c, "name") == "user-action":
-                return by_image.get(normalize(str(_get(c, "image") or "")))
+                return self._by_image.get(normalize(str(_get(c, "image") or "")))
         return None
 
     def _replay_target(self, functions: Sequence[str]) -> dict[str, Any]:

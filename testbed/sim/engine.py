@@ -166,6 +166,36 @@ def _baseline_memory(spec: FunctionSpec, autoscaling_target: float) -> float:
     return float(max(0, min(spec.memory_request_bytes - work, spec.memory_limit_bytes - cc * work)))
 
 
+def check_seed(seed: Any) -> None:
+    """A simulation's seed is a non-negative integer (one line naming the field otherwise)."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise InputError(f"the seed must be a non-negative integer, not {seed!r}", field="seed")
+
+
+def workload_functions(frame: pd.DataFrame, specs: Mapping[str, FunctionSpec]
+                       ) -> tuple[list[str], list[FunctionSpec], np.ndarray]:
+    """The workload's functions in name order, their specs, and each request's index among them;
+    a function with no spec is one line naming them and the known ones."""
+    codes, uniques = pd.factorize(frame["function"], sort=True)
+    used = [str(u) for u in uniques]
+    missing = [n for n in used if n not in specs]
+    if missing:
+        raise InputError(f"workload uses function(s) {missing} with no spec; known: {sorted(specs)}", field="function")
+    return used, [specs[n] for n in used], np.asarray(codes, dtype=np.int64)
+
+
+def add_network_latency(extra: Mapping[str, float], node_names: list[str], node: np.ndarray, status: np.ndarray,
+                        arrival: np.ndarray, finish: np.ndarray, timeout_s: float) -> None:
+    """Every request a node served arrives back that much later (in place); one pushed past the
+    client's timeout becomes a timeout, as the client would see it."""
+    per_node = np.array([float(extra.get(name, 0.0)) for name in node_names])
+    done = (node >= 0) & (status == K.ST_OK)
+    finish[done] += per_node[node[done]]
+    late = done & (finish - arrival > timeout_s)
+    status[late] = K.ST_TIMEOUT
+    finish[late] = arrival[late] + timeout_s
+
+
 def request_work(
     frame: pd.DataFrame, specs: list[FunctionSpec], fn: np.ndarray, seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -215,24 +245,15 @@ class Simulation:
         kube_version: str = "1.36",
         scheduler: Any = None,
     ) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-            raise InputError(f"the seed must be a non-negative integer, not {seed!r}", field="seed")
+        check_seed(seed)
         self.cluster = cluster
         self.config = cfg = config or SimConfig()
         self.profile = profile
         frame = workload.frame
         n_req = len(frame)
         self.n_req = n_req
-        codes, uniques = pd.factorize(frame["function"], sort=True)
-        used = [str(u) for u in uniques]
-        missing = [n for n in used if n not in specs]
-        if missing:
-            raise InputError(
-                f"workload uses function(s) {missing} with no spec; known: {sorted(specs)}", field="function"
-            )
+        used, self.specs, fn = workload_functions(frame, specs)
         self.fnames = used
-        self.specs = [specs[n] for n in used]
-        fn = np.asarray(codes, dtype=np.int64)
         t = frame["t_s"].to_numpy(dtype=np.float64)
 
         work, mem, io, order, starts = request_work(frame, self.specs, fn, seed)
@@ -634,7 +655,8 @@ class Simulation:
             st[left] = K.ST_TIMEOUT
             self.rf[left, K.RF_FINISH] = self.rf[left, K.RF_T] + cfg.timeout_s
         if cfg.extra_latency_s:
-            self._add_network_latency(dict(cfg.extra_latency_s), cfg.timeout_s)
+            add_network_latency(dict(cfg.extra_latency_s), self.node_names, self.ri[:, K.RI_NODE], st,
+                                self.rf[:, K.RF_T], self.rf[:, K.RF_FINISH], cfg.timeout_s)
         return SimOutput(
             function_names=list(self.fnames),
             node_names=self.node_names,
@@ -650,18 +672,6 @@ class Simulation:
             events=int(self.counters[K.C_EVENTS]),
             sim_end_s=t,
         )
-
-    def _add_network_latency(self, extra: dict[str, float], timeout_s: float) -> None:
-        """Every request a node served arrives back that much later; one pushed past the client's
-        timeout becomes a timeout, as the client would see it."""
-        per_node = np.array([float(extra.get(name, 0.0)) for name in self.node_names])
-        node = self.ri[:, K.RI_NODE]
-        st = self.ri[:, K.RI_STATUS]
-        done = (node >= 0) & (st == K.ST_OK)
-        self.rf[done, K.RF_FINISH] += per_node[node[done]]
-        late = done & (self.rf[:, K.RF_FINISH] - self.rf[:, K.RF_T] > timeout_s)
-        st[late] = K.ST_TIMEOUT
-        self.rf[late, K.RF_FINISH] = self.rf[late, K.RF_T] + timeout_s
 
     def _finish_pulls(self, now: float) -> None:
         """Image pulls that finished by ``now``: ImageLocality sees the image from now on."""

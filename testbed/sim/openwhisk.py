@@ -33,9 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from functions.errors import InputError
 from functions.openwhisk_action import (
     INVOKER_ROLE,
     action_concurrency,
@@ -49,7 +47,15 @@ from testbed.openwhisk.config import OpenWhiskConfig
 from testbed.openwhisk.pool import Container, ContainerPool, Placement
 from testbed.scheduler.objects import normalized_image_name, pod_from_k8s
 from testbed.sim import kernel as K
-from testbed.sim.engine import SimConfig, SimOutput, SimPod, request_work
+from testbed.sim.engine import (
+    SimConfig,
+    SimOutput,
+    SimPod,
+    add_network_latency,
+    check_seed,
+    request_work,
+    workload_functions,
+)
 from testbed.sim.scheduling import add_node_image, check_feasible, filter_reason, make_scheduler, sim_nodes
 
 if TYPE_CHECKING:
@@ -66,20 +72,12 @@ class OpenWhiskSimulation:
     def __init__(self, cluster: ClusterSpec, specs: Mapping[str, FunctionSpec], workload: Workload,
                  profile: Profile | None, *, seed: int = 0, config: SimConfig | None = None,
                  kube_version: str = "1.36") -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-            raise InputError(f"the seed must be a non-negative integer, not {seed!r}", field="seed")
+        check_seed(seed)
         self.cluster = cluster
         self.config = cfg = config or SimConfig()
         self.ow: OpenWhiskConfig = cfg.openwhisk
         frame = workload.frame
-        codes, uniques = pd.factorize(frame["function"], sort=True)
-        self.fnames = [str(u) for u in uniques]
-        missing = [n for n in self.fnames if n not in specs]
-        if missing:
-            raise InputError(f"workload uses function(s) {missing} with no spec; known: {sorted(specs)}",
-                             field="function")
-        self.specs = [specs[n] for n in self.fnames]
-        self.fn = np.asarray(codes, dtype=np.int64)
+        self.fnames, self.specs, self.fn = workload_functions(frame, specs)
         self.t = frame["t_s"].to_numpy(dtype=np.float64)
         self.work, _, self.io, _, _ = request_work(frame, self.specs, self.fn, seed)
         n = len(frame)
@@ -89,6 +87,7 @@ class OpenWhiskSimulation:
         self.cold = np.zeros(n, dtype=bool)
         self.node = np.full(n, -1, dtype=np.int64)
         self.pod_uid = np.full(n, -1, dtype=np.int64)
+        self.function_index = {name: i for i, name in enumerate(self.fnames)}
         self.memory_mb = [action_memory_mb(s) for s in self.specs]
         self.concurrency = [action_concurrency(s) for s in self.specs]
 
@@ -164,12 +163,11 @@ class OpenWhiskSimulation:
         left = self.status == K.ST_PENDING
         self.status[left] = K.ST_TIMEOUT
         self.finish[left] = self.t[left] + cfg.timeout_s
-        done = self.status == K.ST_OK
         if cfg.extra_latency_s:
-            extra = dict(cfg.extra_latency_s)
-            per_node = np.array([float(extra.get(x, 0.0)) for x in self.node_names])
-            self.finish[done] += per_node[self.node[done]]
-        late = done & (self.finish - self.t > cfg.timeout_s)
+            add_network_latency(dict(cfg.extra_latency_s), self.node_names, self.node, self.status, self.t,
+                                self.finish, cfg.timeout_s)
+        # the client gives up at its timeout; the activation runs on in its container
+        late = (self.status == K.ST_OK) & (self.finish - self.t > cfg.timeout_s)
         self.status[late] = K.ST_TIMEOUT
         self.finish[late] = self.t[late] + cfg.timeout_s
         return SimOutput(function_names=list(self.fnames), node_names=self.node_names, fn=self.fn.copy(),
@@ -223,7 +221,7 @@ class OpenWhiskSimulation:
             self._execute(i, c, now)
 
     def _create_pod(self, inv: int, c: Container, now: float) -> None:
-        f = self.fnames.index(c.action)
+        f = self.function_index[c.action]
         name = container_name(inv, c.seq, self.ow.namespace, c.action)
         tmpl = self.templates[f]
         pod = SimPod(slot=-1, function=f, name=name, created_s=now,
