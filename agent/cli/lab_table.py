@@ -10,6 +10,7 @@ from agent.cli.options import argv_tail
 from agent.cli.render import console
 from agent.errors import AgentError
 from agent.rl.artefacts import SHIPPED_POLICY
+from testbed.openwhisk.config import Platform
 
 
 def lab_table_command(
@@ -27,6 +28,8 @@ def lab_table_command(
     shipped: str = typer.Option("policy", help="The method compared with GP-BO in the last column."),
     backend: str = typer.Option("local", help="local: the embedded lab; sim: a rehearsal of the same table on the "
                                 "simulator (minutes, not hours)."),
+    platform: Platform = typer.Option(Platform.KNATIVE, help="What serves the functions in every experiment: "
+                                      "Knative (activator, KPA) or OpenWhisk (controller, invokers)."),
     report_only: bool = typer.Option(False, "--report-only", metavar="", help="Only build the table from finished "
                                      "experiments."),
 ) -> None:
@@ -45,10 +48,10 @@ def lab_table_command(
     seed_list = list(range(seeds))
     if not report_only:
         run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, duration_s=duration,
-                        backend=backend)
+                        backend=backend, platform=platform.value)
     frame = collect(out, names, [m.name for m in specs], seed_list)
     config = {"scenarios": names, "methods": [m.__dict__ for m in specs], "seeds": seed_list, "steps": steps,
-              "confirm": confirm, "duration_s": duration,
+              "confirm": confirm, "duration_s": duration, "platform": platform.value,
               "command": "scoretune lab-table " + " ".join(argv_tail("lab-table"))}
     path = write_report(out, frame, shipped, config)
     console.print(path.read_text())

@@ -112,7 +112,7 @@ class TuneArgs:
     :class:`agent.loop.config.ExperimentConfig`."""
 
     backend: Backend = opt("Where to run (local: the embedded lab).", "sim")
-    platform: Platform = opt("What serves the functions: Knative Serving or OpenWhisk (sim and kube backends).",
+    platform: Platform = opt("What serves the functions: Knative Serving or OpenWhisk (every backend).",
                              "knative")
     cluster: str = opt("Cluster spec name or path (default: the workload scenario's).", "")
     workload: str = opt("Workload: a Parquet file, 'lab', or a scenario name.", "lab")

@@ -96,9 +96,11 @@ def workload_path(out: Path, seed: int, duration_s: float) -> Path:
 
 
 def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMethod], seeds: Sequence[int], *,
-                    steps: int, confirm: int, duration_s: float, backend: str = "local") -> None:
+                    steps: int, confirm: int, duration_s: float, backend: str = "local",
+                    platform: str = "knative") -> None:
     """Every (scenario, method, seed) experiment not finished yet, one process each, in order
-    (``backend``: ``local``, the embedded lab; ``sim`` rehearses the same table on the simulator)."""
+    (``backend``: ``local``, the embedded lab; ``sim`` rehearses the same table on the simulator;
+    ``platform``: what serves the functions there, Knative or OpenWhisk)."""
     for seed in seeds:
         wl = workload_path(out, seed, duration_s)
         for scenario in scenarios:
@@ -110,8 +112,9 @@ def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMe
                 if (d / "experiment.jsonl").exists():
                     cmd = ["tune", "--resume", str(d)]
                 else:
-                    cmd = ["tune", "--backend", backend, "--cluster", scenario, "--workload", str(wl), *method.tune_args(),
-                           "--steps", str(steps), "--confirm", str(confirm), "--seed", str(seed), "--out", str(d)]
+                    cmd = ["tune", "--backend", backend, "--platform", platform, "--cluster", scenario, "--workload",
+                           str(wl), *method.tune_args(), "--steps", str(steps), "--confirm", str(confirm),
+                           "--seed", str(seed), "--out", str(d)]
                 log.info("lab table: %s", " ".join(["scoretune", *cmd]))
                 done = subprocess.run([sys.executable, "-m", "agent.cli", *cmd], check=False)
                 if done.returncode != 0:

@@ -86,13 +86,10 @@ def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | 
         from testbed.sim import SimBackend, SimConfig
 
         return SimBackend(cluster, seed=seed, config=SimConfig(platform=platform))
-    if platform != "knative" and name == "local":
-        raise AgentError(f"the embedded lab serves the functions with Knative's model only, not {platform}; "
-                         "use --backend sim (the simulator's OpenWhisk) or --backend kube (a real OpenWhisk)")
     if name == "local":
         from testbed.local.backend import LocalBackend
 
-        return LocalBackend(cluster, seed=seed)
+        return LocalBackend(cluster, seed=seed, platform=platform)
     if name == "kube":
         from testbed.kube.backend import ImageState, KubeBackend
 

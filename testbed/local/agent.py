@@ -16,7 +16,7 @@ its only client) and runs each instance as a real ``python -m functions.runtime`
 - **lifetime**: instances get ``PR_SET_PDEATHSIG = SIGKILL``, so killing the agent kills its
   instances with it (their in-flight requests fail, as on a node that dies).
 
-API: ``GET /healthz``, ``GET /status``, ``POST /instances`` ``{"id", "function"}`` (answers once
+API: ``GET /healthz``, ``GET /status``, ``POST /instances`` ``{"id", "function", "pod"}`` (answers once
 the instance is ready or failed, with its cold-start parts), ``DELETE /instances/{id}``,
 ``POST /reset`` ``{"images": [...]}`` (kill every instance, restore the image cache).
 
@@ -136,7 +136,7 @@ class NodeAgent:
                 self.images.add(image)
         return time.monotonic() - t0
 
-    async def start_instance(self, iid: str, function: str) -> dict[str, Any]:
+    async def start_instance(self, iid: str, function: str, *, pod: str | None = None) -> dict[str, Any]:
         spec = self.specs.get(function)
         if spec is None:
             return {"id": iid, "ok": False, "error": f"unknown function {function!r}"}
@@ -151,6 +151,7 @@ class NodeAgent:
         env = {
             **os.environ,
             "NODE_NAME": self.node.name,
+            "POD_NAME": pod or iid,
             "CONTAINER_CONCURRENCY": str(spec.container_concurrency),
             "PORT": str(inst.port),
             "PYTHONUNBUFFERED": "1",
@@ -296,7 +297,8 @@ class NodeAgent:
         @routes.post("/instances")
         async def create(request: web.Request) -> web.Response:
             body = await request.json()
-            return web.json_response(await self.start_instance(str(body["id"]), str(body["function"])))
+            return web.json_response(await self.start_instance(str(body["id"]), str(body["function"]),
+                                                               pod=body.get("pod")))
 
         @routes.delete("/instances/{iid}")
         async def delete(request: web.Request) -> web.Response:

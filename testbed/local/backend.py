@@ -30,7 +30,10 @@ log = logging.getLogger(__name__)
 class LocalBackend:
     """Backend ``local``. ``cluster`` is a spec (or its path/name); ``state_dir`` the lab's state
     directory (a private temporary one by default, so a backend never collides with a running
-    ``testbed up``); ``port`` the ingress port (0: any free one)."""
+    ``testbed up``); ``port`` the ingress port (0: any free one); ``platform`` what serves the
+    functions: ``knative`` (the activator and the KPA; requests to the ingress) or ``openwhisk``
+    (controller, invokers, container pools; blocking invocations through OpenWhisk's REST API with
+    the lab's guest key). Attaching to a running lab takes its platform, which must match."""
 
     name = "local"
 
@@ -44,6 +47,7 @@ class LocalBackend:
         seed: int = 0,
         timeout_s: float = 30.0,
         attach: bool = False,
+        platform: str = "knative",
     ) -> None:
         self.cluster = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
         if state_dir is None:
@@ -55,17 +59,21 @@ class LocalBackend:
         self.seed = seed
         self.profile: Any = None
         handle = labmod.running_lab(self.state_dir) if attach else None
+        if handle is not None and handle.platform != platform:
+            raise TestbedError(f"the lab running in {self.state_dir} serves the functions with {handle.platform}, "
+                               f"not {platform}: `scoretune testbed down` it, or ask for {handle.platform}")
         self.owned = handle is None
         if handle is None:
             handle = labmod.up(
                 self.cluster, state_dir=self.state_dir, port=port, cpu_enforcement=cpu_enforcement, seed=seed,
-                owner_pid=os.getpid(),
+                owner_pid=os.getpid(), platform=platform,
             )
             log.info(
                 "embedded lab up at %s (state in %s; it stops when this process exits, or with "
                 "`scoretune testbed down --state-dir %s`)", handle.url, self.state_dir, self.state_dir,
             )
         self.handle = handle
+        self.platform = handle.platform
         self.client = handle.client
         self._closed = False
 
@@ -95,7 +103,7 @@ class LocalBackend:
         from testbed.scheduler.config import default_profile
 
         profile = self.profile if self.profile is not None else default_profile()
-        problems = workload_problems(self.cluster, discover_specs(), workload.functions, profile)
+        problems = workload_problems(self.cluster, discover_specs(), workload.functions, profile, platform=self.platform)
         if problems:
             raise InputError("; ".join(problems), file=workload.metadata.get("file", workload.name), field="function")
 
@@ -115,9 +123,16 @@ class LocalBackend:
             "seed": seed,
             "cluster": self.cluster.name,
             "cpu_enforcement": self.handle.cpu_mode.mode,
+            "platform": self.platform,
             "profile": profile_record(self.profile),
         }
-        result = replay(workload, self.url, out_dir, timeout_s=self.timeout_s, info=info)
+        target: dict[str, Any] = {}
+        if self.platform == "openwhisk":
+            key = self.handle.openwhisk_key
+            if key is None:
+                raise TestbedError(f"the OpenWhisk lab in {self.state_dir} has no guest key")
+            target = {"platform": "openwhisk", "auth": key}
+        result = replay(workload, self.url, out_dir, timeout_s=self.timeout_s, info=info, **target)
         t0 = (result.summary.get("replay") or {}).get("start_epoch") or started
         try:
             end = self.client.end_run(t0)

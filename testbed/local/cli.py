@@ -11,6 +11,7 @@ import typer
 
 from testbed.errors import InputError
 from testbed.local import lab as labmod
+from testbed.openwhisk.config import Platform
 
 app = typer.Typer(help="The embedded lab: real node agents, ingress/activator, KPA and scheduler on this machine.", no_args_is_help=True)
 
@@ -29,13 +30,22 @@ def up_cmd(
     port: int = typer.Option(labmod.DEFAULT_PORT, "--port", help="Ingress port on 127.0.0.1 (0: any free port)."),
     cpu: str = typer.Option("auto", "--cpu", help="CPU enforcement: auto, cgroup-v2, cgroup-v1 or duty-cycle."),
     seed: int = typer.Option(0, "--seed"),
+    platform: Platform = typer.Option(Platform.KNATIVE, "--platform", help="What serves the functions: Knative's "
+                                      "activator and KPA, or OpenWhisk's controller and invokers (its REST API)."),
     state_dir: Path | None = _STATE,
 ) -> None:
-    """Start one node agent per node, the ingress/activator, the autoscaler and the scheduler."""
-    handle = labmod.up(cluster, state_dir=state_dir, port=port, cpu_enforcement=cpu, seed=seed)
+    """Start one node agent per node, the ingress (Knative's activator or OpenWhisk's controller),
+    the autoscaler or invokers, and the scheduler."""
+    handle = labmod.up(cluster, state_dir=state_dir, port=port, cpu_enforcement=cpu, seed=seed, platform=platform.value)
     c = _console()
-    c.print(f"[bold]lab up[/bold]: ingress {handle.url} (state in {handle.state_dir})")
+    c.print(f"[bold]lab up[/bold] ({handle.platform}): ingress {handle.url} (state in {handle.state_dir})")
     c.print(f"notice: {handle.cpu_mode.notice}")
+    if handle.platform == "openwhisk":
+        key_file = Path(handle.state_dir) / "openwhisk" / "auth.guest"
+        c.print(f"invoke actions through OpenWhisk's REST API with the guest key in {key_file}, e.g.")
+        c.print(f"  curl -s -u \"$(cat {key_file})\" -X POST -H 'Content-Type: application/json' -d '{{}}' "
+                f"'{handle.url}/api/v1/namespaces/_/actions/float-ops?blocking=true'")
+        return
     c.print(f"send requests with the header X-Scoretune-Function: NAME to {handle.url}/, e.g.")
     c.print(f"  curl -s -X POST -H 'X-Scoretune-Function: float-ops' -d '{{}}' {handle.url}/")
 

@@ -75,6 +75,14 @@ class LabHandle:
     state_dir: Path
     url: str
     cpu_mode: cpu.CpuMode
+    platform: str = "knative"
+
+    @property
+    def openwhisk_key(self) -> str | None:
+        """The lab's OpenWhisk guest key (``UUID:KEY``), when it serves the functions with OpenWhisk."""
+        from testbed.local.whisk import read_guest_key
+
+        return read_guest_key(self.state_dir) if self.platform == "openwhisk" else None
 
     @property
     def client(self) -> LabClient:
@@ -157,7 +165,7 @@ def running_lab(state_dir: str | Path | None = None) -> LabHandle | None:
     if lab is None or not ctrl or port is None:
         return None
     mode = cpu.CpuMode(lab["cpu"]["mode"], lab["cpu"]["base"], lab["cpu"]["reason"])
-    return LabHandle(state.root, f"http://127.0.0.1:{port}", mode)
+    return LabHandle(state.root, f"http://127.0.0.1:{port}", mode, lab.get("platform", "knative"))
 
 
 def prepare(
@@ -169,9 +177,11 @@ def prepare(
     seed: int = 0,
     profile_config: dict[str, Any] | None = None,
     owner_pid: int | None = None,
+    platform: str = "knative",
 ) -> cpu.CpuMode:
-    """Pick the CPU enforcement, create the lab cgroup, write ``lab.json``. With ``owner_pid`` the
-    controller tears the whole lab down once that process is gone (a backend that crashed)."""
+    """Pick the CPU enforcement, create the lab cgroup, write ``lab.json`` (and, for OpenWhisk, a
+    fresh guest key). With ``owner_pid`` the controller tears the whole lab down once that process
+    is gone (a backend that crashed)."""
     mode = cpu.detect(cpu_enforcement)
     log.info("%s", mode.notice)
     state.ensure()
@@ -192,11 +202,16 @@ def prepare(
             "port": port,
             "seed": seed,
             "profile": profile_config,
+            "platform": platform,
             "started_at": time.time(),
             "started_by": os.getpid(),
             "owner": asdict(record_for("owner", "owner", owner_pid)) if owner_pid else None,
         }
     )
+    if platform == "openwhisk":
+        from testbed.local.whisk import write_guest_key
+
+        write_guest_key(state.root)
     return mode
 
 
@@ -209,10 +224,10 @@ def start_agents(spec: ClusterSpec, state: LabState) -> dict[str, int]:
     return {name: state.wait_port(f"agent-{name}", rec, START_TIMEOUT_S) for name, rec in recs}
 
 
-def start_controller(state: LabState, port: int, mode: cpu.CpuMode) -> LabHandle:
+def start_controller(state: LabState, port: int, mode: cpu.CpuMode, platform: str = "knative") -> LabHandle:
     ctrl = _spawn(state, "controller", "controller", ["testbed.local.controller", "--state-dir", str(state.root.resolve()), "--port", str(port)])
     bound = state.wait_port("controller", ctrl, START_TIMEOUT_S)
-    handle = LabHandle(state.root, f"http://127.0.0.1:{bound}", mode)
+    handle = LabHandle(state.root, f"http://127.0.0.1:{bound}", mode, platform)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not handle.client.healthy():
         if time.monotonic() > deadline or not ctrl.alive():
@@ -230,9 +245,16 @@ def up(
     profile_config: dict[str, Any] | None = None,
     seed: int = 0,
     owner_pid: int | None = None,
+    platform: str = "knative",
 ) -> LabHandle:
     """Start the lab and return once its controller answers; raises before starting anything on
-    bad input (a spec that cannot run, a taken port, a lab already running in ``state_dir``)."""
+    bad input (a spec that cannot run, a taken port, a lab already running in ``state_dir``, an
+    unknown platform). ``platform``: ``knative`` (activator and KPA) or ``openwhisk`` (controller,
+    invokers and their container pools, behind OpenWhisk's REST API)."""
+    from testbed.openwhisk.config import PLATFORMS
+
+    if platform not in PLATFORMS:
+        raise TestbedError(f"unknown platform {platform!r}; one of {', '.join(PLATFORMS)}")
     spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
     check_cluster(spec)
     state = LabState(state_dir)
@@ -242,11 +264,12 @@ def up(
         down(state.root)  # leftovers of a lab that died: clean them before starting anew
     check_port_free(port)
     mode = prepare(
-        spec, state, port=port, cpu_enforcement=cpu_enforcement, seed=seed, profile_config=profile_config, owner_pid=owner_pid
+        spec, state, port=port, cpu_enforcement=cpu_enforcement, seed=seed, profile_config=profile_config,
+        owner_pid=owner_pid, platform=platform,
     )
     try:
         start_agents(spec, state)
-        handle = start_controller(state, port, mode)
+        handle = start_controller(state, port, mode, platform)
     except (RuntimeError, TimeoutError) as err:
         logs = "\n".join(f"--- {p.name}\n{_tail(p)}" for p in sorted(state.logs_dir.glob("*.log")) if p.stat().st_size)
         down(state.root)

@@ -133,9 +133,30 @@ class Placer:
         self.scheduler.set_node_ready(self.names.index(node), ready)
 
 
-def workload_problems(cluster: ClusterSpec, specs: dict[str, FunctionSpec], functions: list[str], profile: Profile) -> list[str]:
+def action_pod_object(spec: FunctionSpec, name: str, scheduler_name: str | None, *, node_affinity: bool,
+                      invoker: str = "invoker0") -> Any:
+    """The scheduler's Pod for one OpenWhisk container of ``spec`` (``functions.openwhisk_action``)."""
+    from functions.openwhisk_action import action_pod
+    from testbed.scheduler.objects import pod_from_k8s
+
+    return pod_from_k8s(action_pod(spec, name=name, invoker=invoker, scheduler_name=scheduler_name,
+                                   node_affinity=node_affinity))
+
+
+def invoker_affinity(cluster: ClusterSpec) -> bool:
+    """Whether action pods require invoker nodes: when the cluster labels any (the chart's
+    ``user-pod-node-affinity``), else they may go anywhere."""
+    from functions.openwhisk_action import INVOKER_ROLE
+
+    key, value = INVOKER_ROLE
+    return any(n.labels.get(key) == value for n in cluster.nodes)
+
+
+def workload_problems(cluster: ClusterSpec, specs: dict[str, FunctionSpec], functions: list[str], profile: Profile,
+                      *, platform: str = "knative") -> list[str]:
     """Why a workload over ``functions`` cannot run on ``cluster`` (empty if it can): a function
-    that is not in the suite, or whose pod fits on no node even when the cluster is empty."""
+    that is not in the suite, or whose pod (a revision pod, or on OpenWhisk an action pod) fits on
+    no node even when the cluster is empty."""
     problems = []
     placer: Placer | None = None
     for name in functions:
@@ -144,11 +165,15 @@ def workload_problems(cluster: ClusterSpec, specs: dict[str, FunctionSpec], func
             problems.append(f"unknown function {name!r}; known: {', '.join(sorted(specs))}")
             continue
         placer = placer or Placer(cluster, specs, profile)
-        pod = revision_pod_object(spec, f"{name}-probe", profile.scheduler_name)
+        if platform == "openwhisk":
+            from functions.openwhisk_action import action_memory_mb
+
+            pod = action_pod_object(spec, f"{name}-probe", profile.scheduler_name, node_affinity=invoker_affinity(cluster))
+            what = f"an action pod of {action_memory_mb(spec)} MB, no cpu request"
+        else:
+            pod = revision_pod_object(spec, f"{name}-probe", profile.scheduler_name)
+            what = f"cpu request {spec.cpu_request_milli}m + queue-proxy, memory request {spec.memory_request_bytes} bytes"
         if not placer.fits_somewhere(pod):
-            problems.append(
-                f"function {name!r} (cpu request {spec.cpu_request_milli}m + queue-proxy, memory request "
-                f"{spec.memory_request_bytes} bytes) fits on no node of cluster {cluster.name!r}"
-            )
+            problems.append(f"function {name!r} ({what}) fits on no node of cluster {cluster.name!r}")
     return problems
 

@@ -180,7 +180,7 @@ class LabState:
 
     def clear(self) -> None:
         """Forget everything but the logs (kept for post-mortems)."""
-        for d in (self.procs_dir, self.ports_dir, self.root / "cgroups"):
+        for d in (self.procs_dir, self.ports_dir, self.root / "cgroups", self.root / "openwhisk"):
             if d.exists():
                 for p in d.iterdir():
                     p.unlink(missing_ok=True)

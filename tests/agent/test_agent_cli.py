@@ -47,11 +47,6 @@ def test_tune_on_openwhisk_runs_the_simulators_openwhisk_and_the_twin_knows_it(t
     # a resume may not change what served the functions
     result = runner.invoke(app, ["tune", "--resume", str(out), "--platform", "knative", "--steps", "3"])
     assert result.exit_code == 1 and "--platform" in _said(result)
-    # the embedded lab is Knative's: OpenWhisk there is refused before anything starts
-    result = runner.invoke(app, ["tune", "--backend", "local", "--platform", "openwhisk", "--method", "gp",
-                                 "--out", str(tmp_path / "local")])
-    assert result.exit_code == 1 and "embedded lab serves the functions with Knative" in _said(result)
-    assert not (tmp_path / "local" / "runs").exists()
 
 
 def test_tune_resume_continues_from_the_log(tmp_path, made_backends):

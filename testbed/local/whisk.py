@@ -1,0 +1,479 @@
+"""The embedded lab on OpenWhisk: a controller and its invokers in one asyncio process, in front of
+real action containers (the suite's runtime processes, speaking the action protocol).
+
+The same decisions as the simulator's OpenWhisk (:mod:`testbed.sim.openwhisk`), made on real
+processes and wall-clock time, through the REST API a real deployment answers:
+
+- **API** (apache/openwhisk docs/rest_api.md, controller ``Actions.scala``): ``POST
+  /api/v1/namespaces/{_|guest}/actions/NAME?blocking=true&result=false`` with Basic auth (the lab's
+  guest key, ``<state>/openwhisk/auth.guest``, 0600) answers the activation record: 200 on
+  success, 502 for an application or developer error (``statusCode`` 1, 2), 500 for a whisk
+  error (3), 503 when no invoker is healthy, 202 with the id when the 60 s blocking wait runs out
+  (the activation goes on and is then read with ``GET .../activations/ID``). ``GET
+  .../actions`` lists the suite's actions and ``GET /invokers`` their invokers' health, as the
+  controller's own route does.
+- **Controller**: the sharding balancer (:class:`testbed.openwhisk.balancer.Balancer`) picks the
+  invoker: home invoker by hash, co-prime steps, memory slots, forced at random when all are full;
+  invokers run one per node action pods may use (labelled ``openwhisk-role=invoker``, else every
+  schedulable node), and an invoker whose node is lost is unhealthy.
+- **Invoker**: its :class:`~testbed.openwhisk.pool.ContainerPool` takes the activation: a free
+  warm container at once; else a new container, the least recently used idle ones removed first if
+  memory is short; else it waits in the invoker's buffer. A new container is an action pod
+  (:func:`functions.openwhisk_action.action_pod`: memory request = limit, no CPU request)
+  scheduled by the lab's scheduler with the profile under test anywhere among the invoker nodes,
+  started on its node's agent, seen Ready at the invoker's next 1 s poll of the pod, then
+  ``POST /init`` and its activations' ``POST /run``. A pod not up within 60 s
+  (``whisk.kubernetes.timeouts.run``) fails its activations with a whisk error. A container idle for
+  10 minutes is removed.
+
+The record carries ``waitTime`` (arrival to the container taking the activation), ``initTime``
+(the cold start's ``/init``, with the handler's load time the agent measured while the pod came
+up: the lab's agent answers once the handler is loaded), ``duration`` (init and run) and the
+result, in which the action proxy names the node, pod and whether it was the container's first.
+Not modelled, as in the simulator: prewarm stem cells (a blackbox action never takes one),
+invoker restarts, the activation store beyond this process's memory, throttling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import logging
+import math
+import os
+import secrets
+import time
+import uuid
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from aiohttp import ClientError, ClientTimeout, web
+
+from functions.openwhisk_action import (
+    INVOKER_ROLE,
+    action_concurrency,
+    action_memory_mb,
+    container_name,
+)
+from testbed.local.control import REMOVED, LabControl
+from testbed.local.placement import action_pod_object, invoker_affinity
+from testbed.local.routing import Instance
+from testbed.local.state import LabState
+from testbed.openwhisk.balancer import Balancer
+from testbed.openwhisk.config import OpenWhiskConfig
+from testbed.openwhisk.pool import Container, ContainerPool, Placement
+
+log = logging.getLogger(__name__)
+
+BLOCKING_TIMEOUT_S = 60.0
+"""The controller's longest wait for a blocking invocation (``Actions.scala``
+``maxWaitForBlockingActivation``); then 202 with the activation id."""
+ACTION_TIMEOUT_S = 60.0
+"""The action's time limit (``TimeLimit`` default, 60 000 ms): a run still going then is a
+developer error and its container is destroyed."""
+IDLE_SCAN_S = 1.0
+STATUS = {0: "success", 1: "application error", 2: "action developer error", 3: "whisk internal error"}
+"""``response.status`` by ``statusCode`` (apache/openwhisk ActivationResponse.scala)."""
+HTTP_BY_CODE = {0: 200, 1: 502, 2: 502, 3: 500}
+"""``Actions.scala``: success 200, application or container (developer) error 502, else 500."""
+GUEST_KEY_FILE = Path("openwhisk") / "auth.guest"
+
+
+def write_guest_key(root: Path) -> str:
+    """A fresh ``UUID:KEY`` for this lab (never the chart's public default), 0600 under the state."""
+    path = root / GUEST_KEY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = f"{uuid.uuid4()}:{secrets.token_urlsafe(48)}"
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(key + "\n")
+    return key
+
+
+def read_guest_key(root: Path) -> str | None:
+    try:
+        return (root / GUEST_KEY_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+@dataclass(eq=False)
+class Activation:
+    """One invocation, from the controller's receipt to its record."""
+
+    id: str
+    action: str
+    params: dict[str, Any]
+    arrival_s: float
+    done: asyncio.Future
+    invoker: int = -1
+    started_s: float | None = None
+    """When the invoker took it into a container (the end of ``waitTime``)."""
+    init_ms: int | None = None
+    record: dict[str, Any] | None = None
+
+
+@dataclass
+class _Action:
+    name: str
+    memory_mb: int
+    concurrency: int
+
+
+class WhiskController(LabControl):
+    """The lab on OpenWhisk (see the module docstring)."""
+
+    platform = "openwhisk"
+
+    def __init__(self, state: LabState) -> None:
+        super().__init__(state)
+        known = {f.name for f in fields(OpenWhiskConfig)}
+        self.ow = OpenWhiskConfig(**{k: v for k, v in (self.lab.get("openwhisk") or {}).items() if k in known})
+        key = read_guest_key(state.root)
+        if key is None:
+            raise SystemExit(f"no OpenWhisk key in {state.root / GUEST_KEY_FILE}")
+        self.key = key
+        label, value = INVOKER_ROLE
+        labelled = [n.name for n in self.cluster.nodes if n.labels.get(label) == value]
+        self.affinity = invoker_affinity(self.cluster)
+        self.invoker_nodes = labelled or [n.name for n in self.cluster.nodes if not n.unschedulable]
+        self.actions = {name: _Action(name, action_memory_mb(spec), action_concurrency(spec))
+                        for name, spec in self.specs.items()}
+        self.n_invokers = self.ow.invokers or max(1, len(self.invoker_nodes))
+        self.activations: dict[str, Activation] = {}
+        self._freed = asyncio.Event()
+        self._reset_functions()
+
+    # --- state ------------------------------------------------------------------------------
+    def _reset_functions(self) -> None:
+        ow = self.ow
+        self.balancer = Balancer(self.n_invokers, ow.user_memory_mb, managed_fraction=ow.managed_fraction,
+                                 blackbox_fraction=ow.blackbox_fraction, controllers=ow.controllers, seed=self.seed)
+        self.pools = [ContainerPool(ow.user_memory_mb) for _ in range(self.n_invokers)]
+        self.waiting: dict[Container, list[Activation]] = {}
+        """Activations waiting for a container that is still starting."""
+        self.activations = {}
+        self.history = []
+        self.events = []
+        for i in range(self.n_invokers):
+            self.balancer.healthy[i] = self.node_ready.get(self._invoker_node(i), True)
+
+    def _invoker_node(self, invoker: int) -> str:
+        return self.invoker_nodes[invoker % len(self.invoker_nodes)] if self.invoker_nodes else ""
+
+    def _abandon_all(self) -> None:
+        for pool in self.pools:
+            for job, *_ in list(pool.buffer):
+                self._complete(job, 3, {"error": "the lab was reset"}, release=False)
+            pool.buffer.clear()
+            for c in pool.containers():
+                for act in self.waiting.pop(c, []):
+                    self._complete(act, 3, {"error": "the lab was reset"}, release=False)
+                c.removed = True
+                if isinstance(c.payload, Instance):
+                    c.payload.state = "gone"
+
+    def _loops(self) -> list:
+        return [self._idle_loop()]
+
+    # --- controller ---------------------------------------------------------------------------
+    def _authorised(self, request: web.Request) -> bool:
+        scheme, _, encoded = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            given = base64.b64decode(encoded, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        return hmac.compare_digest(given, self.key)
+
+    async def invoke(self, request: web.Request) -> web.StreamResponse:
+        if not self._authorised(request):
+            return web.json_response({"error": "The supplied authentication is invalid."}, status=401)
+        name = request.match_info["action"]
+        action = self.actions.get(name)
+        if action is None or request.match_info["namespace"] not in ("_", self.ow.namespace):
+            return web.json_response({"error": "The requested resource does not exist."}, status=404)
+        try:
+            params = await request.json() if request.can_read_body else {}
+        except ValueError:
+            return web.json_response({"error": "The request content was malformed."}, status=400)
+        if not isinstance(params, dict):
+            return web.json_response({"error": "The request content was malformed."}, status=400)
+        act = Activation(uuid.uuid4().hex, name, params, time.time(), asyncio.get_running_loop().create_future())
+        chosen = self.balancer.publish(self.ow.namespace, name, action.memory_mb, action.concurrency)
+        if chosen is None:  # LoadBalancerException: no invoker is healthy
+            return web.json_response({"error": "No invokers available."}, status=503)
+        act.invoker = chosen[0]
+        self.activations[act.id] = act
+        placed = self.pools[act.invoker].run(act, name, action.memory_mb, action.concurrency, act.arrival_s)
+        if placed is not None:
+            self._place(act, act.invoker, placed)
+        headers = {"x-openwhisk-activation-id": act.id}
+        if request.query.get("blocking", "false") != "true":
+            return web.json_response({"activationId": act.id}, status=202, headers=headers)
+        try:
+            record = await asyncio.wait_for(asyncio.shield(act.done), BLOCKING_TIMEOUT_S)
+        except TimeoutError:
+            return web.json_response({"activationId": act.id}, status=202, headers=headers)
+        code = int(record["response"]["statusCode"])
+        body = record["response"]["result"] if request.query.get("result") == "true" else record
+        return web.json_response(body, status=HTTP_BY_CODE[code], headers=headers)
+
+    def _complete(self, act: Activation, code: int, result: dict[str, Any], *, end_s: float | None = None,
+                  release: bool = True) -> None:
+        """The activation's record, its answer, and its balancer slots back."""
+        if act.done.done():
+            return
+        end = time.time() if end_s is None else end_s
+        start = act.started_s if act.started_s is not None else end
+        action = self.actions[act.action]
+        notes: list[dict[str, Any]] = [
+            {"key": "path", "value": f"{self.ow.namespace}/{act.action}"},
+            {"key": "waitTime", "value": int(round((start - act.arrival_s) * 1000))},
+            {"key": "kind", "value": "blackbox"},
+            {"key": "timeout", "value": False},
+            {"key": "limits", "value": {"concurrency": action.concurrency, "logs": 10, "memory": action.memory_mb,
+                                        "timeout": int(ACTION_TIMEOUT_S * 1000)}},
+        ]
+        if act.init_ms is not None:
+            notes.append({"key": "initTime", "value": act.init_ms})
+        act.record = {
+            "namespace": self.ow.namespace, "name": act.action, "version": "0.0.1", "subject": self.ow.namespace,
+            "activationId": act.id, "start": int(start * 1000), "end": int(end * 1000),
+            "duration": int(round((end - start) * 1000)), "statusCode": code,
+            "response": {"status": STATUS[code], "statusCode": code, "success": code == 0, "result": result},
+            "annotations": notes, "logs": [], "publish": False,
+        }
+        if release and act.invoker >= 0:
+            self.balancer.release(act.invoker, self.ow.namespace, act.action, action.memory_mb, action.concurrency)
+        act.done.set_result(act.record)
+
+    # --- invoker ------------------------------------------------------------------------------
+    def _place(self, act: Activation, inv: int, placed: Placement) -> None:
+        for victim in placed.removed:
+            self._remove_container(victim)
+        c = placed.container
+        if placed.state in ("cold", "recreated"):
+            self._new_container(inv, c)
+            self.waiting[c] = [act]
+            self._spawn(self._provision(inv, c))
+        elif placed.state == "warming":
+            self.waiting.setdefault(c, []).append(act)
+        else:
+            self._spawn(self._execute(inv, c, act))
+
+    def _new_container(self, inv: int, c: Container) -> None:
+        name = container_name(inv, c.seq, self.ow.namespace, c.action)
+        inst = Instance(id=f"{name}-{self.seed}-{uuid.uuid4().hex[:6]}", function=c.action, pod_name=name,
+                        slots=c.max_concurrent, created_s=time.time())
+        self._record(inst)
+        c.payload = inst
+
+    def _pod(self, inv: int, inst: Instance) -> Any:
+        return action_pod_object(self.specs[inst.function], inst.pod_name, self.placer.profile.scheduler_name,
+                                 node_affinity=self.affinity, invoker=f"invoker{inv}")
+
+    async def _provision(self, inv: int, c: Container) -> None:
+        """Schedule, start, see Ready at the next poll, ``/init``; then run what waited for it."""
+        inst: Instance = c.payload
+        deadline = inst.created_s + self.ow.pod_start_timeout_s
+        pod = self._pod(inv, inst)
+        attempt = 0
+        while not self._bind(inst, pod):
+            now = time.time()
+            if c.removed:
+                return
+            if now >= deadline:
+                self._fail(inv, c, 3, f"the pod of {inst.pod_name} could not be scheduled within "
+                                      f"{self.ow.pod_start_timeout_s:.0f} s")
+                return
+            backoff = min(10.0, 2.0 ** attempt)  # the scheduler's backoff (1 s doubling, at most 10 s)
+            attempt += 1
+            freed = self._freed
+            try:
+                await asyncio.wait_for(freed.wait(), min(backoff, deadline - now))
+            except TimeoutError:
+                pass
+        failure = await self._start_on_agent(inst, timeout_s=max(1.0, deadline - time.time()))
+        if failure == REMOVED or c.removed:
+            return
+        if failure is not None:
+            self._fail(inv, c, 3, f"failed to start the container {inst.pod_name}: {failure}")
+            return
+        up = time.time()
+        poll = self.ow.readiness_poll_s
+        seen = inst.created_s + math.ceil(max(0.0, up - inst.created_s) / poll) * poll if poll > 0 else up
+        if seen > deadline:
+            self._fail(inv, c, 3, f"the pod {inst.pod_name} was not Ready within {self.ow.pod_start_timeout_s:.0f} s")
+            return
+        await asyncio.sleep(max(0.0, seen - time.time()))
+        if c.removed:
+            return
+        inst.ready_s = seen
+        waiting = self.waiting.get(c, [])
+        for act in waiting:
+            act.started_s = seen
+        status, body, init_s = await self._call(inst, "init", {"value": {"name": c.action, "main": "main",
+                                                                           "code": "", "binary": False}})
+        if c.removed:
+            return
+        if status != 200:
+            self._fail(inv, c, 2, f"the action did not initialise: {body.get('error', status)}")
+            return
+        init_ms = int(round(((inst.init_s or 0.0) + init_s) * 1000))
+        if waiting:
+            waiting[0].init_ms = init_ms
+        inst.state = "ready"
+        self.pools[inv].ready(c)
+        for act in self.waiting.pop(c, []):
+            self._spawn(self._execute(inv, c, act))
+
+    async def _call(self, inst: Instance, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], float]:
+        """POST to the container: (HTTP status, JSON body, seconds); status 0 when the connection
+        failed, -1 when the action's time limit ran out."""
+        assert self.session is not None
+        t0 = time.time()
+        try:
+            async with self.session.post(f"{inst.url}/{path}", json=body,
+                                         timeout=ClientTimeout(total=ACTION_TIMEOUT_S)) as r:
+                status = r.status
+                try:
+                    data = await r.json(content_type=None)
+                except ValueError:
+                    data = None
+        except TimeoutError:
+            return -1, {"error": f"The action exceeded its time limits of {int(ACTION_TIMEOUT_S * 1000)} milliseconds."}, \
+                time.time() - t0
+        except (ClientError, OSError):
+            return 0, {"error": "The action did not produce a valid response and exited unexpectedly."}, time.time() - t0
+        return status, data if isinstance(data, dict) else {"error": f"not a JSON object: {data!r}"[:200]}, time.time() - t0
+
+    async def _execute(self, inv: int, c: Container, act: Activation) -> None:
+        inst: Instance = c.payload
+        if act.started_s is None:
+            act.started_s = time.time()
+        action = f"/{self.ow.namespace}/{act.action}"
+        status, body, _ = await self._call(inst, "run", {
+            "value": act.params, "namespace": self.ow.namespace, "action_name": action, "activation_id": act.id,
+            "deadline": str(int((time.time() + ACTION_TIMEOUT_S) * 1000))})
+        end = time.time()
+        if status == 200:
+            code, result = 0, body
+        elif status > 0 and "error" in body:
+            code, result = 1, body  # the action answered with an error object: an application error
+        else:
+            code, result = 2, body  # no valid answer (the container died, or ran out of time)
+        self.pools[inv].done(c, end)
+        self._complete(act, code, result, end_s=end)
+        if code == 2 and not c.removed:  # a broken container is destroyed (ContainerProxy)
+            self.pools[inv].fail(c)
+            self._remove_container(c)
+        self._drain(inv)
+
+    def _fail(self, inv: int, c: Container, code: int, message: str) -> None:
+        for act in self.waiting.pop(c, []):
+            self._complete(act, code, {"error": message})
+        inst = c.payload
+        if isinstance(inst, Instance) and inst.failure is None:
+            inst.failure = message
+        self.pools[inv].fail(c)
+        self._remove_container(c)
+        self._drain(inv)
+
+    def _remove_container(self, c: Container) -> None:
+        c.removed = True
+        inst = c.payload
+        if not isinstance(inst, Instance):
+            return
+        was = inst.state
+        if self._release(inst):
+            if was in ("starting", "ready"):
+                self._spawn(self._delete_on_agent(inst))
+            self._freed.set()
+            self._freed = asyncio.Event()
+
+    def _drain(self, inv: int) -> None:
+        for act, placed in self.pools[inv].drain_buffer(time.time()):
+            self._place(act, inv, placed)
+
+    async def _idle_loop(self) -> None:
+        while True:
+            await asyncio.sleep(IDLE_SCAN_S)
+            now = time.time()
+            for inv, pool in enumerate(self.pools):
+                expired = [c for c in list(pool.free) if pool.expire(c, now, self.ow.idle_timeout_s)]
+                for c in expired:
+                    self._remove_container(c)
+                if expired:
+                    self._drain(inv)
+
+    def _lose_instances(self, node: str) -> int:
+        lost = 0
+        for inv, pool in enumerate(self.pools):
+            if self._invoker_node(inv) == node:
+                self.balancer.healthy[inv] = False
+            for c in pool.containers():
+                inst = c.payload
+                if isinstance(inst, Instance) and inst.node == node:
+                    inst.failure = "node lost"
+                    lost += 1
+                    if c in self.waiting:
+                        self._fail(inv, c, 3, f"node {node} was lost while the container started")
+                    else:  # activations running there fail on their own (the connection drops)
+                        pool.fail(c)
+                        self._remove_container(c)
+        return lost
+
+    # --- API ----------------------------------------------------------------------------------
+    def invokers(self) -> dict[str, str]:
+        return {f"invoker{i}/{i}": "up" if self.balancer.healthy[i] else "down" for i in range(self.n_invokers)}
+
+    def _add_routes(self, routes: web.RouteTableDef) -> None:
+        base = "/api/v1/namespaces/{namespace}"
+
+        @routes.post(base + "/actions/{action}")
+        async def invoke(request: web.Request) -> web.StreamResponse:
+            return await self.invoke(request)
+
+        @routes.get(base + "/actions")
+        async def listing(request: web.Request) -> web.Response:
+            if not self._authorised(request):
+                return web.json_response({"error": "The supplied authentication is invalid."}, status=401)
+            return web.json_response([
+                {"namespace": self.ow.namespace, "name": a.name, "version": "0.0.1",
+                 "annotations": [{"key": "exec", "value": "blackbox"}, {"key": "scoretune.io/function", "value": a.name}],
+                 "limits": {"memory": a.memory_mb, "concurrency": a.concurrency, "timeout": int(ACTION_TIMEOUT_S * 1000)}}
+                for a in sorted(self.actions.values(), key=lambda a: a.name)])
+
+        @routes.get(base + "/activations/{id}")
+        async def activation(request: web.Request) -> web.Response:
+            if not self._authorised(request):
+                return web.json_response({"error": "The supplied authentication is invalid."}, status=401)
+            act = self.activations.get(request.match_info["id"])
+            if act is None or act.record is None:
+                return web.json_response({"error": "The requested resource does not exist."}, status=404)
+            return web.json_response(act.record)
+
+        @routes.get("/invokers")
+        async def invokers(request: web.Request) -> web.Response:
+            return web.json_response(self.invokers())
+
+    async def ingress(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response({"error": "The requested resource does not exist."}, status=404)
+
+    def _platform_status(self) -> dict[str, Any]:
+        instances = [
+            {"id": c.payload.id, "pod": c.payload.pod_name, "function": c.action, "node": c.payload.node,
+             "state": c.payload.state, "active": c.active, "invoker": inv, "url": c.payload.url}
+            for inv, pool in enumerate(self.pools) for c in sorted(pool.containers(), key=lambda c: c.seq)
+            if isinstance(c.payload, Instance)
+        ]
+        return {"instances": instances, "invokers": self.invokers(),
+                "buffered": sum(len(p.buffer) for p in self.pools)}
+
+
+__all__ = ["BLOCKING_TIMEOUT_S", "GUEST_KEY_FILE", "WhiskController", "read_guest_key", "write_guest_key"]

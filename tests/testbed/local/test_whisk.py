@@ -1,0 +1,136 @@
+"""The embedded lab on OpenWhisk (testbed.local.whisk): real action containers behind OpenWhisk's
+REST API, run through Locust like a real deployment, and the API's contract: the key, the answers
+a client relies on (401, 404, 202 then the record), the invokers' health when a node dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from typer.testing import CliRunner
+
+from agent.cli import app
+from loadgen.workload import make_workload, write_workload
+from testbed.errors import TestbedError
+from testbed.local import lab as labmod
+from testbed.local.backend import LocalBackend
+from testbed.local.state import LabState
+from testbed.scheduler.config import default_profile
+
+pytestmark = pytest.mark.lab
+
+ACTIONS = "/api/v1/namespaces/_/actions"
+
+
+def _workload(duration_s: float = 8.0, rate: float = 4.0, functions=("float-ops", "dynamic-html"), seed: int = 1):
+    rng = np.random.default_rng(seed)
+    n = int(duration_s * rate)
+    t = np.sort(rng.uniform(0.0, duration_s, n))
+    return make_workload(t, [functions[i % len(functions)] for i in range(n)], metadata={"name": "test"})
+
+
+def test_a_run_on_the_openwhisk_lab_is_recorded_from_its_activations(cluster_file, state_dir, tmp_path):
+    wl = _workload()
+    backend = LocalBackend(cluster_file, state_dir=state_dir, platform="openwhisk")
+    key_file = Path(state_dir) / "openwhisk" / "auth.guest"
+    try:
+        assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+        assert backend.handle.openwhisk_key.count(":") == 1
+        backend.reset()
+        backend.apply(default_profile())
+        result = backend.run(wl, tmp_path / "run")
+    finally:
+        backend.close()
+    assert not key_file.exists(), "down forgets the lab's key"
+    s, req, pl = result.summary, result.requests, result.placements
+    assert s["ok"] == len(wl), s
+    assert s["platform"] == "openwhisk" and s["backend"] == "local"
+    # every request was an activation: its id and waitTime recorded, its node and pod from the result
+    assert req["activation_id"].notna().all() and (req["wait_s"] >= 0).all()
+    assert req["pod"].str.startswith("wsk").all()
+    placed = dict(zip(pl["pod"], pl["node"], strict=True))
+    assert all(placed[p] == n for p, n in zip(req["pod"], req["node"], strict=True))
+    # both actions start with no container: each one's first activation is cold, with an initTime,
+    # and waited at least for its pod to be seen Ready (the invoker polls once a second)
+    cold = req[req["cold_start"].astype(bool)]
+    assert set(cold["function"]) == {"float-ops", "dynamic-html"}
+    assert cold["init_s"].notna().all() and (cold["wait_s"] >= 0.9).all()
+    assert req.loc[~req["cold_start"].astype(bool), "init_s"].isna().all()
+    # one pod per container: the action pods the invokers created, each placed once
+    assert pl["pod"].is_unique and set(pl["function"]) == {"float-ops", "dynamic-html"}
+    assert not LabState(state_dir).live_procs()
+
+
+def test_the_api_answers_as_openwhisk_does(cluster_file, state_dir):
+    handle = labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk")
+    user, key = handle.openwhisk_key.split(":")
+    url = handle.url
+    s = requests.Session()
+    assert s.post(f"{url}{ACTIONS}/float-ops?blocking=true", json={}, auth=(user, "wrong")).status_code == 401
+    assert s.post(f"{url}{ACTIONS}/float-ops?blocking=true", json={}).status_code == 401
+    assert s.post(f"{url}{ACTIONS}/no-such-fn?blocking=true", json={}, auth=(user, key)).status_code == 404
+    assert s.post(f"{url}{ACTIONS}/float-ops?blocking=true", data=b"[1]", auth=(user, key)).status_code == 400
+    listed = s.get(f"{url}{ACTIONS}", auth=(user, key)).json()
+    assert "float-ops" in {a["name"] for a in listed}
+    # non-blocking: 202 and the id at once; the record is there once the activation ended
+    r = s.post(f"{url}{ACTIONS}/float-ops", json={}, auth=(user, key))
+    assert r.status_code == 202
+    act = r.json()["activationId"]
+    deadline = time.monotonic() + 60
+    while (got := s.get(f"{url}/api/v1/namespaces/_/activations/{act}", auth=(user, key))).status_code == 404:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    record = got.json()
+    assert record["response"]["statusCode"] == 0 and record["response"]["success"]
+    notes = {a["key"]: a["value"] for a in record["annotations"]}
+    assert notes["initTime"] >= 0 and notes["waitTime"] >= 900 and notes["kind"] == "blackbox"
+    assert record["duration"] >= notes["initTime"]
+    # result=true answers the result only
+    r = s.post(f"{url}{ACTIONS}/float-ops?blocking=true&result=true", json={}, auth=(user, key))
+    assert r.status_code == 200 and r.json()["scoretune"]["cold"] is False
+    # the invokers run one per node; a node that dies takes its invoker down and its containers
+    invokers = s.get(f"{url}/invokers").json()
+    assert sorted(invokers.values()) == ["up", "up"]
+    status = handle.client.status()
+    assert status["platform"] == "openwhisk"
+    node = status["instances"][0]["node"]
+    agent = next(n for n in status["nodes"] if n["name"] == node)
+    os.kill(agent["agent_pid"], 9)
+    deadline = time.monotonic() + 30
+    while "down" not in s.get(f"{url}/invokers").json().values():
+        assert time.monotonic() < deadline, "the invoker on the lost node stays up"
+        time.sleep(0.2)
+    status = handle.client.status()
+    assert not status["instances"] and any(e["event"] == "node_lost" for e in status["events"])
+    # the other invoker takes the activations; a new container goes to the node that is left
+    r = s.post(f"{url}{ACTIONS}/float-ops?blocking=true", json={}, auth=(user, key))
+    assert r.status_code == 200, r.text
+    assert r.json()["response"]["result"]["scoretune"]["node"] != node
+
+
+def test_attaching_to_a_lab_of_another_platform_is_refused(cluster_file, state_dir):
+    labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk")
+    with pytest.raises(TestbedError, match="serves the functions with openwhisk, not knative"):
+        LocalBackend(cluster_file, state_dir=state_dir, attach=True)
+    with pytest.raises(TestbedError, match="unknown platform 'lambda'"):
+        labmod.up(cluster_file, state_dir=Path(state_dir).parent / "other", port=0, platform="lambda")
+
+
+def test_tune_on_the_openwhisk_lab_end_to_end(cluster_file, tmp_path, monkeypatch):
+    wl = _workload(duration_s=6.0)
+    write_workload(wl, tmp_path / "wl.parquet")
+    out = tmp_path / "exp"
+    monkeypatch.setenv("SCORETUNE_LAB_DIR", str(tmp_path / "lab"))
+    result = CliRunner().invoke(app, ["tune", "--backend", "local", "--platform", "openwhisk", "--cluster",
+                                      str(cluster_file), "--workload", str(tmp_path / "wl.parquet"), "--method",
+                                      "random", "--steps", "1", "--confirm", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    run = json.loads((out / "runs" / "step-001" / "cand-0" / "summary.json").read_text())
+    assert run["platform"] == "openwhisk" and run["ok"] == len(wl)
+    assert json.loads((out / "config.json").read_text())["platform"] == "openwhisk"
