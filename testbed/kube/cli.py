@@ -164,6 +164,21 @@ def openwhisk_actions_cmd(
     typer.echo(json.dumps({"changed": True, "actions": versions}, sort_keys=True))
 
 
+@app.command("openwhisk-runtimes")
+def openwhisk_runtimes_cmd(
+    chart: Path = typer.Argument(..., help="openwhisk-deploy-kube's chart directory (helm/openwhisk)."),
+) -> None:
+    """Write the chart's runtimes manifest without stem cells (runtimes-scoretune.json beside
+    runtimes.json): prewarmed containers would be pods the tuned scheduler places on the invoker
+    nodes, never serving the suite's actions. Prints what it wrote as JSON (for ansible/openwhisk.yml)."""
+    import json
+
+    from testbed.kube.openwhisk import write_stem_cell_free_runtimes
+
+    path, removed = write_stem_cell_free_runtimes(str(chart))
+    typer.echo(json.dumps({"changed": True, "path": path, "stem_cells_removed": removed}, sort_keys=True))
+
+
 @app.command("status")
 def status_cmd(
     kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="Kubeconfig of the lab (default: ~/.kube/config)."),

@@ -85,4 +85,58 @@ PUBLISHED_GUEST_UUID = "23bc46b1-71f6-4ed5-8c54-816aa4f8c502"
 """The guest key's UUID openwhisk-deploy-kube's values.yaml publishes (whisk.auth.guest)."""
 
 
-__all__ = ["PUBLISHED_GUEST_UUID", "action_body", "deploy_actions", "read_openwhisk_key"]
+STEM_CELL_FREE_RUNTIMES = "runtimes-scoretune.json"
+"""The runtimes manifest the role installs instead of the chart's ``runtimes.json`` (``whisk.runtimes``)."""
+
+
+def without_stem_cells(manifest: Any, *, file: str = "runtimes.json") -> tuple[dict[str, Any], list[str]]:
+    """The chart's runtimes manifest with no stem cells, and the kinds that had some.
+
+    openwhisk-deploy-kube's ``runtimes.json`` keeps prewarmed containers ("stem cells", at 108f3275
+    two of 256 MB for ``nodejs:14``, reactive up to four) on every invoker. With the
+    KubernetesContainerFactory each is a pod the scheduler under test places on an invoker node,
+    recreated whenever the invokers restart (every reset): they would move from run to run with
+    the weights, take node and pool memory, and never serve the suite's blackbox actions. Without
+    them every action pod of a run is one of the suite's."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("runtimes"), dict):
+        raise TestbedError(f"{file}: not an OpenWhisk runtimes manifest (no \"runtimes\" object)")
+    out = dict(manifest)
+    out["runtimes"] = {}
+    removed: list[str] = []
+    for family, kinds in manifest["runtimes"].items():
+        if not isinstance(kinds, list):
+            raise TestbedError(f"{file}: runtimes.{family} is not a list of kinds")
+        kept = []
+        for i, kind in enumerate(kinds):
+            if not isinstance(kind, dict):
+                raise TestbedError(f"{file}: runtimes.{family}[{i}] is not an object")
+            if kind.get("stemCells"):
+                removed.append(str(kind.get("kind", f"{family}[{i}]")))
+            kept.append({k: v for k, v in kind.items() if k != "stemCells"})
+        out["runtimes"][family] = kept
+    return out, removed
+
+
+def write_stem_cell_free_runtimes(chart_dir: str) -> tuple[str, list[str]]:
+    """Write :data:`STEM_CELL_FREE_RUNTIMES` beside the chart's ``runtimes.json`` (``chart_dir`` is
+    ``helm/openwhisk``); its path and the kinds whose stem cells were removed."""
+    import json
+    from pathlib import Path
+
+    from functions.atomic import write_atomic
+
+    source = Path(chart_dir) / "runtimes.json"
+    try:
+        manifest = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TestbedError(f"{source}: no runtimes manifest (is {chart_dir} openwhisk-deploy-kube's helm/openwhisk?)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise TestbedError(f"{source}: cannot read the runtimes manifest ({type(err).__name__})") from None
+    cleaned, removed = without_stem_cells(manifest, file=str(source))
+    target = Path(chart_dir) / STEM_CELL_FREE_RUNTIMES
+    write_atomic(target, json.dumps(cleaned, indent=4) + "\n")
+    return str(target), removed
+
+
+__all__ = ["PUBLISHED_GUEST_UUID", "STEM_CELL_FREE_RUNTIMES", "action_body", "deploy_actions", "read_openwhisk_key",
+           "without_stem_cells", "write_stem_cell_free_runtimes"]

@@ -86,7 +86,7 @@ def write_guest_key(root: Path) -> str:
     """A fresh ``UUID:KEY`` for this lab (never the chart's public default), 0600 under the state."""
     path = root / GUEST_KEY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    key = f"{uuid.uuid4()}:{secrets.token_urlsafe(48)}"
+    key = f"{uuid.uuid4()}:{secrets.token_hex(32)}"
     path.unlink(missing_ok=True)
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
         f.write(key + "\n")

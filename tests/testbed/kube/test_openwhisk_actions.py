@@ -77,3 +77,89 @@ def test_a_refused_key_or_limit_is_one_line_naming_the_action():
             deploy_actions(url, KEY, [specs["float-ops"]])
     with pytest.raises(TestbedError, match="UUID:KEY"):
         deploy_actions(url, "nokey", [specs["float-ops"]])
+
+
+# openwhisk-deploy-kube 108f3275 helm/openwhisk/runtimes.json, reduced to two families: nodejs:14
+# keeps two prewarmed 256 MB containers per invoker (reactive up to four), the others none.
+RUNTIMES_AT_PIN = {
+    "description": ["runtimes manifest"],
+    "runtimes": {
+        "nodejs": [
+            {"kind": "nodejs:14", "default": True, "image": {"prefix": "openwhisk", "name": "action-nodejs-v14",
+                                                             "tag": "1.20.0"},
+             "deprecated": False, "attached": {"attachmentName": "codefile", "attachmentType": "text/plain"},
+             "stemCells": [{"initialCount": 2, "memory": "256 MB",
+                            "reactive": {"minCount": 1, "maxCount": 4, "ttl": "2 minutes", "threshold": 1,
+                                         "increment": 1}}]},
+            {"kind": "nodejs:16", "default": False, "image": {"prefix": "openwhisk", "name": "action-nodejs-v16",
+                                                              "tag": "1.20.0"}, "deprecated": False},
+        ],
+        "python": [{"kind": "python:3", "default": True, "image": {"prefix": "openwhisk", "name": "action-python-v3.7",
+                                                                    "tag": "1.17.0"}, "deprecated": False}],
+    },
+    "blackboxes": [{"prefix": "openwhisk", "name": "dockerskeleton", "tag": "1.14.0"}],
+}
+
+
+def test_the_runtimes_manifest_loses_its_stem_cells_and_nothing_else():
+    from testbed.kube.openwhisk import without_stem_cells
+
+    cleaned, removed = without_stem_cells(RUNTIMES_AT_PIN)
+    assert removed == ["nodejs:14"]
+    assert not any("stemCells" in k for kinds in cleaned["runtimes"].values() for k in kinds)
+    # everything else is the chart's: the same kinds, images, defaults and blackboxes
+    strip = {f: [{k: v for k, v in kind.items() if k != "stemCells"} for kind in kinds]
+             for f, kinds in RUNTIMES_AT_PIN["runtimes"].items()}
+    assert cleaned["runtimes"] == strip and cleaned["blackboxes"] == RUNTIMES_AT_PIN["blackboxes"]
+    assert "stemCells" in RUNTIMES_AT_PIN["runtimes"]["nodejs"][0], "the input is not changed"
+    with pytest.raises(TestbedError, match="x.json: runtimes.nodejs is not a list"):
+        without_stem_cells({"runtimes": {"nodejs": {}}}, file="x.json")
+    with pytest.raises(TestbedError, match="not an OpenWhisk runtimes manifest"):
+        without_stem_cells([], file="x.json")
+
+
+def test_openwhisk_runtimes_command_writes_beside_the_charts_and_names_bad_files(tmp_path):
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+    from testbed.kube.openwhisk import STEM_CELL_FREE_RUNTIMES
+
+    chart = tmp_path / "helm" / "openwhisk"
+    chart.mkdir(parents=True)
+    (chart / "runtimes.json").write_text(json.dumps(RUNTIMES_AT_PIN))
+    result = CliRunner().invoke(app, ["kube", "openwhisk-runtimes", str(chart)])
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.output)
+    assert said["stem_cells_removed"] == ["nodejs:14"] and said["path"].endswith(STEM_CELL_FREE_RUNTIMES)
+    written = json.loads((chart / STEM_CELL_FREE_RUNTIMES).read_text())
+    assert [k["kind"] for k in written["runtimes"]["nodejs"]] == ["nodejs:14", "nodejs:16"]
+    (chart / "runtimes.json").write_bytes(b"\x00\xff{")
+    result = CliRunner().invoke(app, ["kube", "openwhisk-runtimes", str(chart)])
+    assert result.exit_code != 0 and "runtimes.json: cannot read the runtimes manifest" in result.output
+    assert "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["kube", "openwhisk-runtimes", str(tmp_path)])
+    assert result.exit_code != 0 and "no runtimes manifest" in result.output
+
+
+def test_the_role_installs_the_stem_cell_free_manifest_by_default():
+    """The role writes the manifest before helm and points whisk.runtimes at it unless
+    openwhisk_stem_cells is set (an Ansible expression, checked here by rendering it)."""
+    from pathlib import Path
+
+    import jinja2
+    import yaml
+
+    from testbed.kube.openwhisk import STEM_CELL_FREE_RUNTIMES
+
+    role = Path(__file__).resolve().parents[3] / "ansible" / "roles" / "openwhisk"
+    tasks = yaml.safe_load((role / "tasks" / "main.yml").read_text())
+    names = [t["name"] for t in tasks]
+    write = next(i for i, t in enumerate(tasks) if "openwhisk-runtimes" in str(t.get("ansible.builtin.command")))
+    helm = next(i for i, t in enumerate(tasks) if "kubernetes.core.helm" in t)
+    assert write < helm, names
+    expr = tasks[helm]["kubernetes.core.helm"]["values"]["whisk"]["runtimes"]
+    default = yaml.safe_load((role / "defaults" / "main.yml").read_text())["openwhisk_stem_cells"]
+    env = jinja2.Environment()
+    env.filters["bool"] = bool
+    assert env.from_string(expr).render(openwhisk_stem_cells=default) == STEM_CELL_FREE_RUNTIMES
+    assert env.from_string(expr).render(openwhisk_stem_cells=True) == "runtimes.json"
