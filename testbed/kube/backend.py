@@ -992,6 +992,10 @@ class KubeBackend:
         """Faults only the requests show (the platform refused or failed them itself); Knative: none."""
         return []
 
+    def _platform_info(self, functions: Sequence[str]) -> dict[str, Any]:
+        """What the platform's own state was when the run started, for ``summary.json``; Knative: nothing."""
+        return {}
+
     def snapshot_cluster(self, directory: Path) -> ClusterSpec:
         """The real cluster in scoretune's own model (DESIGN.md: the ``kube`` backend reads the real
         cluster into the same cluster spec): writes ``nodes.json`` and ``pods.json`` to
@@ -1044,6 +1048,7 @@ class KubeBackend:
             except ClusterSpecError as err:  # a twin that cannot be built does not void the run
                 info["cluster"] = {"error": str(err)}
             info["versions_kube"] = {"pinned": KUBERNETES_VERSION, "kubelets": self._kubelet_versions}
+            info.update(self._platform_info(functions))
             target = self._replay_target(functions)
             watch = self._pod_watch(functions).start()
             faults = FaultWatch(self, functions, watch).start()

@@ -271,6 +271,22 @@ class OpenWhiskBackend(KubeBackend):
         return PodWatch(self._core, self.namespace, functions, self.timeouts, selector=ACTION_POD_SELECTOR,
                         function_of=self._function_of, container="user-action")
 
+    def _platform_info(self, functions: Sequence[str]) -> dict[str, Any]:
+        """The action pods at the run's start that are not the suite's (the controller's health
+        test actions, prewarm stem cells if the deployment keeps them): not measured, but on the
+        invoker nodes, taking memory the scheduler counts; recorded with their node and memory
+        (the run's cluster snapshot subtracts their requests too)."""
+        pods = self._call(f"listing action pods in {self.namespace}", self._core.list_namespaced_pod,
+                          self.namespace, label_selector=ACTION_POD_SELECTOR).items or []
+        others = []
+        for p in pods:
+            if self._function_of(p) is not None or _get(p, "status", "phase") in ("Succeeded", "Failed"):
+                continue
+            memory = next((_get(c, "resources", "requests", "memory") for c in _get(p, "spec", "containers") or []
+                           if _get(c, "resources", "requests", "memory")), None)
+            others.append({"pod": p.metadata.name, "node": _get(p, "spec", "node_name"), "memory": memory})
+        return {"openwhisk": {"api": self.api_url, "other_action_pods": sorted(others, key=lambda o: o["pod"])}}
+
     def _run_faults(self, requests: pd.DataFrame) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         now = time.time()

@@ -84,19 +84,30 @@ def test_reset_is_a_lab_fault_while_an_invoker_is_not_up(lab):
 def test_a_run_goes_through_openwhisk_and_records_the_action_pods(lab, tmp_path):
     fake, whisk = lab
     b = _backend(fake, whisk)
+    # the controller's health-test action left a container: not the suite's, recorded, not measured
+    health = {"metadata": {"name": "wskowdev-invoker-00-1-whisksystem-invokerhealthtestaction0", "namespace": NS,
+                           "labels": {"user-action-pod": "true", "invoker": "invoker0"}},
+              "spec": {"nodeName": fake.nodes[0], "containers": [
+                  {"name": "user-action", "image": "openwhisk/action-nodejs-v14:1.20.0",
+                   "resources": {"requests": {"memory": "256Mi"}, "limits": {"memory": "256Mi"}}}]},
+              "status": {"phase": "Running"}}
     try:
         b.reset()
+        fake.pods[health["metadata"]["name"]] = health
         result = b.run(_workload(), tmp_path / "run")
     finally:
         b.close()
     s = result.summary
     assert not s["failed"], s.get("failure")
+    assert s["openwhisk"]["other_action_pods"] == [
+        {"pod": health["metadata"]["name"], "node": fake.nodes[0], "memory": "256Mi"}]
     assert s["ok"] == 10 and s["cold_starts"] == 2 and whisk.invocations == 10
     req = result.requests
-    assert set(req["pod"].dropna()) == {p["metadata"]["name"] for p in whisk.action_pods()}
+    assert set(req["pod"].dropna()) == {p["metadata"]["name"] for fn in FUNCTIONS for p in whisk.action_pods(fn)}
     assert req["node"].notna().all() and req["activation_id"].notna().all()
     pl = result.placements
     assert sorted(pl["function"]) == sorted(FUNCTIONS) and pl["node"].notna().all()
+    assert health["metadata"]["name"] not in set(pl["pod"])
     assert s["faults"] == [] and any(k.startswith(f"{NS}/owdev-controller") for k in s["data_plane"])
 
 
