@@ -148,6 +148,23 @@ def main() -> int:
     out += ["", f"Command: `{m.shown}`. Reference: `python bench/ref_simpy.py` — {ref.result.get('reference') if ref.result else 'FAILED'}: "
             f"{fmt(ref_rate)} invocations/s. It models far less (no autoscaler, scheduler, cold starts or processor sharing), "
             "so the ratio flatters the reference.", ""]
+    # the OpenWhisk platform: a pure-Python event loop (balancer, container pools), same reference
+    m = measure([st, "bench", "sim", "--platform", "openwhisk", "--repeat", "1", "--json"])
+    out += ["## Simulator on OpenWhisk: completed invocations per wall second (one core)", "",
+            "| scenario | nodes | invocations | invocations/s | simulated s per wall s | vs SimPy reference |",
+            "|---|---:|---:|---:|---:|---:|"]
+    if m.result:
+        for s in m.result.get("scenarios", []):
+            rate = s.get("invocations_per_s")
+            ratio = f"{rate / ref_rate:.1f}×" if rate and ref_rate else "—"
+            out.append(f"| {s.get('name')} | {s.get('nodes')} | {fmt(s.get('invocations'))} | {fmt(rate)} "
+                       f"| {fmt(s.get('sim_s_per_wall_s'), 1)} | {ratio} |")
+    else:
+        failures.append(f"sim --platform openwhisk: {m.error}")
+        out.append(f"| FAILED: {m.error} | | | | | |")
+    out += ["", f"Command: `{m.shown}`, the same workloads and the same SimPy reference as above. OpenWhisk's "
+            "simulation (testbed/sim/openwhisk.py) is an event loop in Python, not the numba kernel: no target is set "
+            "for it.", ""]
 
     # --- replay ----------------------------------------------------------------------------
     m = measure([st, "bench", "replay", "--json"], timeout_s=1800)

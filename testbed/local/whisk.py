@@ -165,16 +165,18 @@ class WhiskController(LabControl):
         return self.invoker_nodes[invoker % len(self.invoker_nodes)] if self.invoker_nodes else ""
 
     def _abandon_all(self) -> None:
+        """Every activation not answered yet ends as a whisk error (buffered, waiting for a container
+        or running: the agents kill the containers), without touching the balancer the reset
+        replaces; every container is removed, so no task of the old state binds, runs or drains."""
+        for act in self.activations.values():
+            self._complete(act, 3, {"error": "the lab was reset"}, release=False)
         for pool in self.pools:
-            for job, *_ in list(pool.buffer):
-                self._complete(job, 3, {"error": "the lab was reset"}, release=False)
             pool.buffer.clear()
             for c in pool.containers():
-                for act in self.waiting.pop(c, []):
-                    self._complete(act, 3, {"error": "the lab was reset"}, release=False)
                 c.removed = True
                 if isinstance(c.payload, Instance):
                     c.payload.state = "gone"
+        self.waiting.clear()
 
     def _loops(self) -> list:
         return [self._idle_loop()]
@@ -283,10 +285,12 @@ class WhiskController(LabControl):
         deadline = inst.created_s + self.ow.pod_start_timeout_s
         pod = self._pod(inv, inst)
         attempt = 0
-        while not self._bind(inst, pod):
-            now = time.time()
-            if c.removed:
+        while True:
+            if c.removed:  # removed (or the lab reset) while it waited: it must not take a node
                 return
+            if self._bind(inst, pod):
+                break
+            now = time.time()
             if now >= deadline:
                 self._fail(inv, c, 3, f"the pod of {inst.pod_name} could not be scheduled within "
                                       f"{self.ow.pod_start_timeout_s:.0f} s")

@@ -169,15 +169,19 @@ def bench_workload(peak: float, *, step_s: float = 60.0, seed: int = 0) -> Any:
 def bench_sim(
     json_out: bool = typer.Option(False, "--json", help="Print JSON (the only output format)."),
     repeat: int = typer.Option(3, "--repeat", min=1, help="Timed evaluations per scenario (the best is reported)."),
+    platform: Platform = typer.Option(Platform.KNATIVE, "--platform", help="The platform simulated: Knative's "
+                                      "kernel, or OpenWhisk's event loop."),
 ) -> None:
     """Completed invocations per wall second of `evaluate` (one core, JIT warm-up excluded)."""
     from testbed.cluster import load_cluster
     from testbed.scheduler.config import default_profile
     from testbed.sim.backend import evaluate
+    from testbed.sim.engine import SimConfig
 
+    config = SimConfig(platform=platform.value)
     # warm-up: compile (or load from numba's cache) every kernel before timing
     warm = bench_workload(40.0, step_s=5.0)
-    evaluate(load_cluster("homogeneous-20"), warm, default_profile(), seed=0)
+    evaluate(load_cluster("homogeneous-20"), warm, default_profile(), seed=0, config=config)
     rows = []
     for name, cluster_name, peak in BENCH:
         cluster = load_cluster(cluster_name)
@@ -185,7 +189,7 @@ def bench_sim(
         best = None
         for _ in range(repeat):
             c0, t0 = time.process_time(), time.perf_counter()
-            s = evaluate(cluster, wl, default_profile(), seed=0)
+            s = evaluate(cluster, wl, default_profile(), seed=0, config=config)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             if best is None or wall < best[0]:
                 best = (wall, cpu, s)
@@ -207,6 +211,7 @@ def bench_sim(
             }
         )
     report = {
+        "platform": platform.value,
         "scenarios": rows,
         "notes": "evaluate() end to end (simulation setup + run + summary; workload generation excluded), "
         f"default profile, best of {repeat} by wall time; numba JIT compile excluded by a warm-up run; one "

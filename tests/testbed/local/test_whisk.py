@@ -134,3 +134,23 @@ def test_tune_on_the_openwhisk_lab_end_to_end(cluster_file, tmp_path, monkeypatc
     run = json.loads((out / "runs" / "step-001" / "cand-0" / "summary.json").read_text())
     assert run["platform"] == "openwhisk" and run["ok"] == len(wl)
     assert json.loads((out / "config.json").read_text())["platform"] == "openwhisk"
+
+
+def test_a_reset_ends_every_open_activation_and_leaves_no_container(cluster_file, state_dir):
+    """An activation still waiting for its container when the lab resets ends as a whisk error,
+    and nothing of the old state comes back afterwards: no container, no pod bound."""
+    handle = labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk")
+    user, key = handle.openwhisk_key.split(":")
+    s = requests.Session()
+    ids = [s.post(f"{handle.url}{ACTIONS}/{fn}", json={}, auth=(user, key)).json()["activationId"]
+           for fn in ("float-ops", "dynamic-html")]
+    handle.client.reset()
+    time.sleep(2.5)  # longer than a container's start and the invoker's readiness poll
+    status = handle.client.status()
+    assert status["instances"] == [] and status["buffered"] == 0
+    # the records are gone with the reset; a fresh activation runs cold on a fresh container
+    for act in ids:
+        assert s.get(f"{handle.url}/api/v1/namespaces/_/activations/{act}", auth=(user, key)).status_code == 404
+    r = s.post(f"{handle.url}{ACTIONS}/float-ops?blocking=true", json={}, auth=(user, key))
+    assert r.status_code == 200 and r.json()["response"]["result"]["scoretune"]["cold"] is True
+    assert len(handle.client.status()["instances"]) == 1
