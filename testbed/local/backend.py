@@ -134,10 +134,17 @@ class LocalBackend:
             target = {"platform": "openwhisk", "auth": key}
         result = replay(workload, self.url, out_dir, timeout_s=self.timeout_s, info=info, **target)
         t0 = (result.summary.get("replay") or {}).get("start_epoch") or started
+        failed, failure = result.failed, result.summary.get("failure")
         try:
             end = self.client.end_run(t0)
         except TestbedError as err:
             end = {"placements": [], "events": [{"event": "controller_unreachable", "error": str(err)}]}
+        if not self.client.healthy():
+            # the lab itself stopped (its controller died or tore the lab down): whatever the
+            # requests measured is the lab's failure, not the profile's; the run is void
+            failed = True
+            failure = "; ".join(x for x in (failure, f"the lab's controller at {self.url} stopped answering "
+                                                      "during the run") if x)
         placements = pd.DataFrame(end["placements"], columns=[*PLACEMENTS_SCHEMA.names])
         events = end.get("events", [])
         summary = dict(result.summary)
@@ -146,14 +153,7 @@ class LocalBackend:
         summary = {k: v for k, v in summary.items() if not k.startswith(("latency_", "dispatch_", "late_"))}
         summary["lab_events"] = events
         summary["nodes_lost"] = sorted({e["node"] for e in events if e.get("event") == "node_lost"})
-        return write_run(
-            out_dir,
-            result.requests,
-            placements,
-            info=summary,
-            failed=result.failed,
-            failure=result.summary.get("failure"),
-        )
+        return write_run(out_dir, result.requests, placements, info=summary, failed=failed, failure=failure)
 
     def close(self) -> None:
         if self._closed:

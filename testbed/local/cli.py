@@ -69,7 +69,7 @@ def status_cmd(
     from rich.markup import escape
     from rich.table import Table
 
-    c.print(f"[bold]lab {st.get('cluster')}[/bold] at {st['url']} -- {st['cpu']['notice']}")
+    c.print(f"[bold]lab {st.get('cluster')}[/bold] ({st.get('platform', 'knative')}) at {st['url']} -- {st['cpu']['notice']}")
     weights = (st.get("profile") or {}).get("weights", {})
     c.print("profile: " + ", ".join(f"{k}={v}" for k, v in weights.items()))
     nodes = Table("node", "ready", "cpu", "memory", "speed", "images", "instances")
@@ -84,7 +84,10 @@ def status_cmd(
     c.print(nodes)
     if by_node.get("(pending)"):
         c.print("pending (unschedulable): " + ", ".join(by_node["(pending)"]))
-    if st["functions"]:
+    if st.get("invokers"):
+        c.print("invokers: " + ", ".join(f"{k} {v}" for k, v in st["invokers"].items())
+                + f"; {st.get('buffered', 0)} activation(s) buffered")
+    if st.get("functions"):
         fns = Table("function", "replicas", "ready", "queued", "in flight")
         for f in st["functions"]:
             fns.add_row(f["name"], str(f["replicas"]), str(f["ready"]), str(f["queued"]), str(f["in_flight"]))

@@ -287,7 +287,7 @@ def stray_processes(state_root: Path) -> list[ProcRecord]:
     exists (its experiment's folder was deleted). Found by their command line."""
     root = state_root.resolve()
     found = []
-    for p in psutil.process_iter(["pid", "cmdline", "create_time"]):
+    for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = p.info.get("cmdline") or []
         role = next((LAB_MODULES[a] for a in cmd if a in LAB_MODULES), None)
         if role is None or "--state-dir" not in cmd or p.info["pid"] == os.getpid():
@@ -297,7 +297,10 @@ def stray_processes(state_root: Path) -> list[ProcRecord]:
             continue
         theirs = Path(cmd[i + 1])
         if (theirs.exists() and theirs.resolve() == root) or not theirs.exists():
-            found.append(ProcRecord(role, f"stray-{p.info['pid']}", p.info["pid"], p.info["create_time"], os.getpid()))
+            try:
+                found.append(record_for(role, f"stray-{p.info['pid']}", p.info["pid"]))
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
     return found
 
 

@@ -44,9 +44,33 @@ def default_state_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"scoretune-lab-{os.getuid()}"
 
 
+_PROC_STAT = Path("/proc/self/stat").exists()
+
+
+def start_time(pid: int) -> float:
+    """When process ``pid`` started, in seconds after boot: ``/proc/PID/stat``'s ``starttime``,
+    which a step of the system clock (NTP, a resumed VM) does not move. psutil's ``create_time``
+    adds the boot time as the wall clock now puts it, so a clock step of a second makes every live
+    process look like another one (and a lab tear itself down). Without ``/proc``: psutil's.
+    Raises ``psutil.NoSuchProcess`` when there is no such process."""
+    if not _PROC_STAT:
+        return psutil.Process(pid).create_time()
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        raise psutil.NoSuchProcess(pid) from None
+    except PermissionError:
+        raise psutil.AccessDenied(pid) from None
+    # fields after the command (which may hold spaces and parentheses): state is field 3, starttime 22
+    fields = data[data.rindex(b")") + 2:].split()
+    return int(fields[22 - 3]) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True)
 class ProcRecord:
-    """One started process: its role (controller, agent, instance), a name, pid and kernel start time."""
+    """One started process: its role (controller, agent, instance), a name, pid and start time
+    (:func:`start_time`: seconds after boot, immune to clock steps)."""
 
     role: str
     name: str
@@ -57,14 +81,14 @@ class ProcRecord:
     def alive(self) -> bool:
         """True while *this* process (same pid and same start time) exists and is not a zombie."""
         try:
-            p = psutil.Process(self.pid)
-            return abs(p.create_time() - self.create_time) < 0.05 and p.status() != psutil.STATUS_ZOMBIE
+            return (abs(start_time(self.pid) - self.create_time) < 0.05
+                    and psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             return False
 
 
 def record_for(role: str, name: str, pid: int) -> ProcRecord:
-    return ProcRecord(role, name, pid, psutil.Process(pid).create_time(), os.getpid())
+    return ProcRecord(role, name, pid, start_time(pid), os.getpid())
 
 
 class LabState:

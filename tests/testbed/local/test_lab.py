@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from typer.testing import CliRunner
 
@@ -183,3 +186,28 @@ def test_down_stops_agents_no_record_names(cluster_file, state_dir):
     _wait_dead(recorded, 5.0)
     assert not any(r.alive() for r in recorded)
     assert stopped["agent"] == 2 and stopped["controller"] == 1
+
+
+def test_a_run_whose_lab_controller_died_is_void(cluster_file, state_dir, tmp_path):
+    """The controller killed mid-run (as when the lab tears itself down): every request after it
+    fails, which is the lab's failure and not the profile's; the run is written, and void."""
+    backend = LocalBackend(cluster_file, state_dir=state_dir, timeout_s=5.0)
+
+    def kill_controller() -> None:
+        time.sleep(6.0)  # Locust is up a few seconds after the run starts
+        (rec,) = LabState(state_dir).procs("controller")
+        psutil.Process(rec.pid).kill()
+
+    rng = np.random.default_rng(2)
+    t = np.sort(rng.uniform(0.0, 8.0, 24))
+    killer = threading.Thread(target=kill_controller, daemon=True)
+    try:
+        killer.start()
+        result = backend.run(make_workload(t, ["float-ops"] * len(t), metadata={"name": "dies"}), tmp_path / "run")
+        killer.join(timeout=10)
+    finally:
+        backend.close()
+    assert result.failed and "controller at" in result.summary["failure"]
+    assert "stopped answering during the run" in result.summary["failure"]
+    assert result.summary["count"] == len(t)  # nothing scheduled is lost from the record
+    assert not LabState(state_dir).live_procs()

@@ -36,6 +36,18 @@ def test_proc_record_identity_survives_pid_reuse(tmp_path):
             p.kill()
 
 
+def test_a_stepped_system_clock_does_not_make_a_live_process_look_dead(monkeypatch):
+    """psutil's create_time is boot time by the wall clock plus the start after boot: a clock
+    step (NTP, a resumed VM) moves it for every process, which once made a lab's agents and
+    controller believe their owner had died and tear the lab down mid-run. The record is the
+    start after boot, which no clock step moves."""
+    rec = record_for("owner", "owner", os.getpid())
+    real = psutil.Process.create_time
+    monkeypatch.setattr(psutil.Process, "create_time", lambda self: real(self) + 5.0)  # the clock stepped 5 s
+    assert rec.alive()
+    assert not ProcRecord("owner", "owner", os.getpid(), rec.create_time + 1.0, os.getpid()).alive()
+
+
 def test_state_clear_keeps_logs(tmp_path):
     state = LabState(tmp_path)
     state.ensure()

@@ -154,3 +154,20 @@ def test_a_reset_ends_every_open_activation_and_leaves_no_container(cluster_file
     r = s.post(f"{handle.url}{ACTIONS}/float-ops?blocking=true", json={}, auth=(user, key))
     assert r.status_code == 200 and r.json()["response"]["result"]["scoretune"]["cold"] is True
     assert len(handle.client.status()["instances"]) == 1
+
+
+def test_cli_up_status_down_on_openwhisk(cluster_file, state_dir):
+    runner = CliRunner()
+    up = runner.invoke(app, ["testbed", "up", "--platform", "openwhisk", "--cluster", str(cluster_file), "--port", "0",
+                             "--state-dir", str(state_dir)])
+    assert up.exit_code == 0, up.output
+    assert "(openwhisk)" in up.output and "auth.guest" in up.output
+    st = runner.invoke(app, ["testbed", "status", "--state-dir", str(state_dir)])
+    assert st.exit_code == 0, st.output
+    assert "(openwhisk)" in st.output and "invoker0/0 up" in st.output
+    bad = runner.invoke(app, ["testbed", "up", "--platform", "lambda", "--cluster", str(cluster_file),
+                              "--state-dir", str(Path(state_dir).parent / "x")])
+    assert bad.exit_code == 2 and "lambda" in bad.output
+    down = runner.invoke(app, ["testbed", "down", "--state-dir", str(state_dir)])
+    assert down.exit_code == 0 and "stopped 1 controller, 2 agent(s)" in down.output
+    assert not (Path(state_dir) / "openwhisk" / "auth.guest").exists()
