@@ -19,10 +19,14 @@ def _results_rows() -> list[list[str]]:
 
 def test_every_readme_result_is_in_its_source_table():
     rows = _results_rows()
-    assert len(rows) == 3
+    assert 3 <= len(rows) <= 5, "one short table"
     for setting, twin, policy, gp, source in rows:
         path = REPO / source.strip("`")
         table = (path / "table.md" if path.is_dir() else path).read_text()
+        assert twin != "—" and gp != "—", f"{setting}: every row compares the shipped tuner with GP-BO"
         for figure in (twin, policy, gp):
+            if figure == "—":  # not measured in that setting (the row says so); never a number left out
+                assert "not measured" in setting or "not run" in setting, setting
+                continue
             number = figure.replace(" %", "")
             assert re.search(re.escape(number) + r"(?!\d)", table), f"{setting}: {figure} is not in {source}"

@@ -100,6 +100,16 @@ def inventory_problems(path: Path) -> list[str]:
                 and _address(h) is None:
             out.append(f"{path}: load generator {h} has no address (set ansible_host=IP or scoretune_node_address=IP: "
                        "the Locust workers connect to the first load generator at it)")
+    declared = set((inv.get("all") or {}).get("children", [])) | set(inv)
+    if "openwhisk_invokers" in declared:  # else the workers are OpenWhisk's invokers (roles/openwhisk)
+        invokers = _hosts(inv, "openwhisk_invokers")
+        if not invokers:
+            out.append(f"{path}: group [openwhisk_invokers] is empty: OpenWhisk would have no invoker (list the "
+                       "workers that run actions, or remove the group to use every worker)")
+        for h in invokers:
+            if h not in groups["workers"]:
+                out.append(f"{path}: invoker {h} is not in [workers]: OpenWhisk's invokers and action pods run on "
+                           "worker nodes (the control plane holds OpenWhisk's core components)")
     for h in nodes:
         v = hostvars.get(h, {})
         given = v.get("scoretune_node_address")

@@ -178,6 +178,7 @@ def prepare(
     profile_config: dict[str, Any] | None = None,
     owner_pid: int | None = None,
     platform: str = "knative",
+    openwhisk: dict[str, Any] | None = None,
 ) -> cpu.CpuMode:
     """Pick the CPU enforcement, create the lab cgroup, write ``lab.json`` (and, for OpenWhisk, a
     fresh guest key). With ``owner_pid`` the controller tears the whole lab down once that process
@@ -203,6 +204,7 @@ def prepare(
             "seed": seed,
             "profile": profile_config,
             "platform": platform,
+            "openwhisk": openwhisk or {},
             "started_at": time.time(),
             "started_by": os.getpid(),
             "owner": asdict(record_for("owner", "owner", owner_pid)) if owner_pid else None,
@@ -246,15 +248,28 @@ def up(
     seed: int = 0,
     owner_pid: int | None = None,
     platform: str = "knative",
+    openwhisk: dict[str, Any] | None = None,
 ) -> LabHandle:
     """Start the lab and return once its controller answers; raises before starting anything on
     bad input (a spec that cannot run, a taken port, a lab already running in ``state_dir``, an
     unknown platform). ``platform``: ``knative`` (activator and KPA) or ``openwhisk`` (controller,
-    invokers and their container pools, behind OpenWhisk's REST API)."""
+    invokers and their container pools, behind OpenWhisk's REST API); ``openwhisk``: fields of
+    :class:`testbed.openwhisk.config.OpenWhiskConfig` that differ from the deployment the role
+    makes (checked here, before anything starts)."""
     from testbed.openwhisk.config import PLATFORMS
 
     if platform not in PLATFORMS:
         raise TestbedError(f"unknown platform {platform!r}; one of {', '.join(PLATFORMS)}")
+    if openwhisk:
+        import dataclasses
+
+        from testbed.openwhisk.config import OpenWhiskConfig
+
+        known = {f.name for f in dataclasses.fields(OpenWhiskConfig)}
+        unknown = sorted(set(openwhisk) - known)
+        if unknown:
+            raise TestbedError(f"unknown OpenWhisk setting(s) {unknown}; known: {sorted(known)}")
+        OpenWhiskConfig(**openwhisk)  # its own checks, as one line naming the field
     spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
     check_cluster(spec)
     state = LabState(state_dir)
@@ -265,7 +280,7 @@ def up(
     check_port_free(port)
     mode = prepare(
         spec, state, port=port, cpu_enforcement=cpu_enforcement, seed=seed, profile_config=profile_config,
-        owner_pid=owner_pid, platform=platform,
+        owner_pid=owner_pid, platform=platform, openwhisk=openwhisk,
     )
     try:
         start_agents(spec, state)

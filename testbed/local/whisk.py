@@ -46,7 +46,7 @@ import os
 import secrets
 import time
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,8 +130,7 @@ class WhiskController(LabControl):
 
     def __init__(self, state: LabState) -> None:
         super().__init__(state)
-        known = {f.name for f in fields(OpenWhiskConfig)}
-        self.ow = OpenWhiskConfig(**{k: v for k, v in (self.lab.get("openwhisk") or {}).items() if k in known})
+        self.ow = OpenWhiskConfig(**(self.lab.get("openwhisk") or {}))  # checked by lab.up
         key = read_guest_key(state.root)
         if key is None:
             raise SystemExit(f"no OpenWhisk key in {state.root / GUEST_KEY_FILE}")

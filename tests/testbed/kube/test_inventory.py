@@ -38,6 +38,7 @@ def _inv(tmp_path: Path, text: str) -> Path:
 def test_the_example_and_a_good_inventory_pass(tmp_path):
     assert inventory_problems(ROOT / "ansible" / "inventory" / "example.ini") == []
     assert inventory_problems(_inv(tmp_path, GOOD)) == []
+    assert inventory_problems(_inv(tmp_path, GOOD + "[openwhisk_invokers]\nworker-2\n")) == []
     vagrant = GOOD.replace("ansible_host=10.0.0.1", "ansible_host=127.0.0.1 ansible_port=220")
     assert inventory_problems(_inv(tmp_path, vagrant)) == []  # one NAT address, one SSH port each
 
@@ -55,6 +56,10 @@ def test_the_example_and_a_good_inventory_pass(tmp_path):
      "host 'Worker_1' is not a valid Kubernetes node name"),
     (lambda t: t.replace("worker-1 ansible_host=10.0.0.11", "worker-1 ansible_host=10.0.0.11 scoretune_node_address=eth1"),
      "host worker-1: scoretune_node_address='eth1' is not an IP address"),
+    (lambda t: t + "[openwhisk_invokers]\n",
+     "group [openwhisk_invokers] is empty: OpenWhisk would have no invoker"),
+    (lambda t: t + "[openwhisk_invokers]\ncp-1\n",
+     "invoker cp-1 is not in [workers]"),
 ])
 def test_each_bad_inventory_is_one_line_naming_file_and_host(tmp_path, change, message):
     path = _inv(tmp_path, change(GOOD))

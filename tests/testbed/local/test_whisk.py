@@ -171,3 +171,43 @@ def test_cli_up_status_down_on_openwhisk(cluster_file, state_dir):
     down = runner.invoke(app, ["testbed", "down", "--state-dir", str(state_dir)])
     assert down.exit_code == 0 and "stopped 1 controller, 2 agent(s)" in down.output
     assert not (Path(state_dir) / "openwhisk" / "auth.guest").exists()
+
+
+def test_a_full_invoker_buffers_and_recreates_as_openwhisks_pool_does(cluster_file, state_dir):
+    """One invoker with room for one 128 MB container (ContainerPool.scala): a second action's
+    activation while the first runs waits in the invoker's buffer; once the first ends, its idle
+    container is removed (its pod deleted) to make room, and the second runs cold in a new one."""
+    import threading
+
+    handle = labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk",
+                       openwhisk={"invokers": 1, "user_memory_mb": 128})
+    user, key = handle.openwhisk_key.split(":")
+    answers: dict[str, dict] = {}
+
+    def invoke(fn: str, params: dict) -> None:
+        r = requests.post(f"{handle.url}{ACTIONS}/{fn}?blocking=true", json=params, auth=(user, key), timeout=90)
+        answers[fn] = {"status": r.status_code, **r.json()}
+
+    first = threading.Thread(target=invoke, args=("float-ops", {"n": 2_000_000}))
+    first.start()
+    time.sleep(0.5)  # float-ops holds the invoker's only memory slot
+    invoke("dynamic-html", {})
+    first.join(timeout=90)
+    a, b = answers["float-ops"], answers["dynamic-html"]
+    assert a["status"] == b["status"] == 200, answers
+    notes = {x["key"]: x["value"] for x in b["annotations"]}
+    assert "initTime" in notes and b["response"]["result"]["scoretune"]["cold"] is True
+    assert b["start"] >= a["end"] - 5, "the second started only once the first had ended"
+    status = handle.client.status()
+    assert [i["function"] for i in status["instances"]] == ["dynamic-html"] and status["buffered"] == 0
+    placed = handle.client.end_run(0.0)["placements"]
+    gone = [p for p in placed if p["function"] == "float-ops"]
+    assert len(gone) == 1 and gone[0]["deleted_s"] is not None, placed
+
+
+def test_bad_openwhisk_settings_are_refused_before_anything_starts(cluster_file, state_dir):
+    with pytest.raises(TestbedError, match="unknown OpenWhisk setting"):
+        labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk", openwhisk={"prewarm": 2})
+    with pytest.raises(Exception, match="user memory >= 128 MB"):
+        labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk", openwhisk={"user_memory_mb": 64})
+    assert LabState(state_dir).procs() == []
