@@ -16,7 +16,6 @@ import logging
 import signal
 import time
 from collections.abc import Coroutine
-from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
@@ -338,25 +337,4 @@ async def serve(controller: LabControl, state: LabState, port: int) -> None:
     await runner.cleanup()
 
 
-def controller_for(state: LabState) -> LabControl:
-    """The controller of the platform the lab description names (Knative unless it says otherwise)."""
-    lab = state.read_lab() or {}
-    if lab.get("platform", "knative") == "openwhisk":
-        from testbed.local.whisk import WhiskController
-
-        return WhiskController(state)
-    from testbed.local.controller import Controller
-
-    return Controller(state)
-
-
-def run(state_dir: Path, port: int) -> None:
-    state = LabState(state_dir)
-
-    async def main() -> None:
-        await serve(controller_for(state), state, port)
-
-    asyncio.run(main())
-
-
-__all__ = ["HEALTH_INTERVAL_S", "REMOVED", "LabControl", "controller_for", "run", "serve"]
+__all__ = ["HEALTH_INTERVAL_S", "REMOVED", "LabControl", "serve"]

@@ -37,7 +37,7 @@ from typing import Any
 from aiohttp import ClientError, ClientTimeout, web
 
 from testbed.autoscaler.kpa import SCRAPE_INTERVAL_S, TICK_INTERVAL_S, RevisionAutoscaler
-from testbed.local.control import REMOVED, LabControl
+from testbed.local.control import REMOVED, LabControl, serve
 from testbed.local.placement import revision_pod_object
 from testbed.local.routing import Instance, Revision
 from testbed.local.state import LabState
@@ -292,9 +292,26 @@ class Controller(LabControl):
         }
 
 
-def main(argv: list[str] | None = None) -> int:
-    from testbed.local.control import run
+def controller_for(state: LabState) -> LabControl:
+    """The controller of the platform the lab description names (Knative unless it says otherwise)."""
+    lab = state.read_lab() or {}
+    if lab.get("platform", "knative") == "openwhisk":
+        from testbed.local.whisk import WhiskController
 
+        return WhiskController(state)
+    return Controller(state)
+
+
+def run(state_dir: Path, port: int) -> None:
+    state = LabState(state_dir)
+
+    async def main() -> None:
+        await serve(controller_for(state), state, port)
+
+    asyncio.run(main())
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed.local.controller")
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--port", type=int, default=0)
