@@ -6,6 +6,7 @@ tuning loop reads) names the fault; the loop reruns the void run and logs why.""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -42,7 +43,7 @@ FAULTS = {
     "lease moved": (lambda f: setattr(f, "on_first_request", lambda: _other_holder(f)), {},
                     "lease", "the lease changed holder: scoretune-scheduler-"),
     "pod pending": (lambda f: f.pod_state.update({"fn-a": "pending"}), {"pending_s": 0.2},
-                    "pod", "Pending with no node for 0 s: no scheduler answered: scoretune-scheduler is not running"),
+                    "pod", "Pending with no node for * s: no scheduler answered: scoretune-scheduler is not running"),
     "image pull": (lambda f: f.pod_state.update({"fn-b": "image-pull"}), {},
                    "pod", 'container user-container is ImagePullBackOff: Back-off pulling image "x"'),
     "crash loop": (lambda f: f.pod_state.update({"fn-a": "crash"}), {},
@@ -87,9 +88,10 @@ def test_a_fault_during_the_run_voids_it(fake, tmp_path, name):
     assert summary["failed"] is True and summary["failure"].startswith("void: ")
     faults = summary["faults"]
     assert [f["kind"] for f in faults][:1] == [kind], faults
-    assert words in faults[0]["reason"], faults
+    # "*": however long the pod waited before the watch saw it (a slow machine is not a failure)
+    assert re.search(re.escape(words).replace(r"\*", r"\d+"), faults[0]["reason"]), faults
     reason = run_health(summary)
-    assert reason is not None and words.split(":")[0] in reason
+    assert reason is not None and re.search(re.escape(words.split(":")[0]).replace(r"\*", r"\d+"), reason)
     assert (result.requests["status"] == "ok").all()  # the measurement is kept for inspection, not scored
 
 
