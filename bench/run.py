@@ -88,6 +88,15 @@ def fmt(x: float | None, digits: int = 0) -> str:
     return f"{x:,.{digits}f}"
 
 
+def sim_row(s: dict, ref_rate: float | None) -> str:
+    """One scenario of ``scoretune bench sim``: its figures and the ratio to the SimPy reference,
+    as a table row ending ``|`` (a caller may add cells)."""
+    rate = s.get("invocations_per_s")
+    ratio = f"{rate / ref_rate:.1f}×" if rate and ref_rate else "—"
+    return (f"| {s.get('name')} | {s.get('nodes')} | {fmt(s.get('invocations'))} | {fmt(rate)} "
+            f"| {fmt(s.get('sim_s_per_wall_s'), 1)} | {ratio} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--write", type=Path, default=REPO / "BENCHMARKS.md")
@@ -134,9 +143,7 @@ def main() -> int:
     if m.result:
         for s in m.result.get("scenarios", []):
             rate = s.get("invocations_per_s")
-            ratio = f"{rate / ref_rate:.1f}×" if rate and ref_rate else "—"
-            out.append(f"| {s.get('name')} | {s.get('nodes')} | {fmt(s.get('invocations'))} | {fmt(rate)} | {fmt(s.get('sim_s_per_wall_s'), 1)} "
-                       f"| {ratio} | 500,000 | {'yes' if rate and rate >= 500_000 else 'no'} |")
+            out.append(sim_row(s, ref_rate) + f" 500,000 | {'yes' if rate and rate >= 500_000 else 'no'} |")
         for k, v in m.result.items():
             if k != "scenarios":
                 out.append(f"\n{k}: {v}")
@@ -154,11 +161,7 @@ def main() -> int:
             "| scenario | nodes | invocations | invocations/s | simulated s per wall s | vs SimPy reference |",
             "|---|---:|---:|---:|---:|---:|"]
     if m.result:
-        for s in m.result.get("scenarios", []):
-            rate = s.get("invocations_per_s")
-            ratio = f"{rate / ref_rate:.1f}×" if rate and ref_rate else "—"
-            out.append(f"| {s.get('name')} | {s.get('nodes')} | {fmt(s.get('invocations'))} | {fmt(rate)} "
-                       f"| {fmt(s.get('sim_s_per_wall_s'), 1)} | {ratio} |")
+        out += [sim_row(s, ref_rate) for s in m.result.get("scenarios", [])]
     else:
         failures.append(f"sim --platform openwhisk: {m.error}")
         out.append(f"| FAILED: {m.error} | | | | | |")

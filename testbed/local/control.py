@@ -15,6 +15,7 @@ import asyncio
 import logging
 import signal
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Coroutine
 from typing import Any
 
@@ -32,7 +33,7 @@ REMOVED = "removed while starting"
 """What :meth:`LabControl._start_on_agent` answers for an instance removed before it was up."""
 
 
-class LabControl:
+class LabControl(ABC):
     """The platform-independent half of a lab controller (see the module docstring)."""
 
     platform = ""
@@ -72,27 +73,28 @@ class LabControl:
         self.session: ClientSession | None = None
 
     # --- what a platform provides -------------------------------------------------------------
+    @abstractmethod
     def _reset_functions(self) -> None:
         """The platform's own state back to nothing running (at start and on every reset)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _abandon_all(self) -> None:
         """On reset: every waiting request fails, every instance is forgotten (the agents kill them)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _lose_instances(self, node: str) -> int:
         """The instances on a lost node are gone; how many there were."""
-        raise NotImplementedError
 
     def _loops(self) -> list[Coroutine[Any, Any, None]]:
         """The platform's periodic work, run beside the health loop."""
         return []
 
-    def _add_routes(self, routes: web.RouteTableDef) -> None:
+    def _add_routes(self, routes: web.RouteTableDef) -> None:  # noqa: B027 - optional: Knative adds none
         """The platform's paths besides ``/_lab/`` and the catch-all ingress."""
 
+    @abstractmethod
     async def ingress(self, request: web.Request) -> web.StreamResponse:
-        raise NotImplementedError
+        """Every path but ``/_lab/`` and the platform's own routes."""
 
     def _platform_status(self) -> dict[str, Any]:
         return {}

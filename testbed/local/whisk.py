@@ -41,7 +41,6 @@ import base64
 import binascii
 import hmac
 import logging
-import math
 import os
 import secrets
 import time
@@ -59,7 +58,7 @@ from functions.openwhisk_action import (
     container_name,
 )
 from testbed.local.control import REMOVED, LabControl
-from testbed.local.placement import action_pod_object, invoker_affinity
+from testbed.local.placement import action_pod_object
 from testbed.local.routing import Instance
 from testbed.local.state import LabState
 from testbed.openwhisk.balancer import Balancer
@@ -100,6 +99,10 @@ def read_guest_key(root: Path) -> str | None:
         return None
 
 
+def _refused() -> web.Response:
+    return web.json_response({"error": "The supplied authentication is invalid."}, status=401)
+
+
 @dataclass(eq=False)
 class Activation:
     """One invocation, from the controller's receipt to its record."""
@@ -137,7 +140,7 @@ class WhiskController(LabControl):
         self.key = key
         label, value = INVOKER_ROLE
         labelled = [n.name for n in self.cluster.nodes if n.labels.get(label) == value]
-        self.affinity = invoker_affinity(self.cluster)
+        self.affinity = bool(labelled)  # the chart's user-pod-node-affinity, as placement.invoker_affinity
         self.invoker_nodes = labelled or [n.name for n in self.cluster.nodes if not n.unschedulable]
         self.actions = {name: _Action(name, action_memory_mb(spec), action_concurrency(spec))
                         for name, spec in self.specs.items()}
@@ -193,7 +196,7 @@ class WhiskController(LabControl):
 
     async def invoke(self, request: web.Request) -> web.StreamResponse:
         if not self._authorised(request):
-            return web.json_response({"error": "The supplied authentication is invalid."}, status=401)
+            return _refused()
         name = request.match_info["action"]
         action = self.actions.get(name)
         if action is None or request.match_info["namespace"] not in ("_", self.ow.namespace):
@@ -308,8 +311,7 @@ class WhiskController(LabControl):
             self._fail(inv, c, 3, f"failed to start the container {inst.pod_name}: {failure}")
             return
         up = time.time()
-        poll = self.ow.readiness_poll_s
-        seen = inst.created_s + math.ceil(max(0.0, up - inst.created_s) / poll) * poll if poll > 0 else up
+        seen = self.ow.seen_ready(inst.created_s, up)
         if seen > deadline:
             self._fail(inv, c, 3, f"the pod {inst.pod_name} was not Ready within {self.ow.pod_start_timeout_s:.0f} s")
             return
@@ -445,7 +447,7 @@ class WhiskController(LabControl):
         @routes.get(base + "/actions")
         async def listing(request: web.Request) -> web.Response:
             if not self._authorised(request):
-                return web.json_response({"error": "The supplied authentication is invalid."}, status=401)
+                return _refused()
             return web.json_response([
                 {"namespace": self.ow.namespace, "name": a.name, "version": "0.0.1",
                  "annotations": [{"key": "exec", "value": "blackbox"}, {"key": "scoretune.io/function", "value": a.name}],
@@ -455,7 +457,7 @@ class WhiskController(LabControl):
         @routes.get(base + "/activations/{id}")
         async def activation(request: web.Request) -> web.Response:
             if not self._authorised(request):
-                return web.json_response({"error": "The supplied authentication is invalid."}, status=401)
+                return _refused()
             act = self.activations.get(request.match_info["id"])
             if act is None or act.record is None:
                 return web.json_response({"error": "The requested resource does not exist."}, status=404)

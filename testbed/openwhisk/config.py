@@ -3,6 +3,7 @@ defaults where it sets nothing."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -40,6 +41,14 @@ class OpenWhiskConfig:
     """Invoker -> Kafka -> controller -> client for one result (the active ack)."""
     pod_create_delay_s: float = 0.1
     """Invoker -> API server -> scheduler queue for a new action pod."""
+
+    def seen_ready(self, created_s: float, up_s: float) -> float:
+        """When the invoker sees a pod created at ``created_s`` and up at ``up_s`` Ready: at its
+        next readiness poll after ``up_s`` (polls every ``readiness_poll_s`` from the creation)."""
+        poll = self.readiness_poll_s
+        if poll <= 0:
+            return up_s
+        return created_s + math.ceil(max(0.0, up_s - created_s) / poll) * poll
 
     def __post_init__(self) -> None:
         if self.invokers < 0 or self.user_memory_mb < 128 or self.controllers < 1:

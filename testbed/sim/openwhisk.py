@@ -264,8 +264,7 @@ class OpenWhiskSimulation:
         pod.image_pull_s, pod.start_s = pull, spec.start_s
         pod.init_s = spec.init_s / self.speed[idx]
         up = now + pull + spec.start_s
-        poll = self.ow.readiness_poll_s
-        seen = pod.created_s + math.ceil(max(0.0, up - pod.created_s) / poll) * poll if poll > 0 else up
+        seen = self.ow.seen_ready(pod.created_s, up)
         if seen - pod.created_s > self.ow.pod_start_timeout_s:
             self._push(pod.created_s + self.ow.pod_start_timeout_s, E_SCHED, (inv, c))
             pod.node = -1  # seen as never Ready: failed at the timeout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from testbed.local import lab as labmod
@@ -36,3 +37,17 @@ def state_dir(tmp_path: Path):
     labmod.down(root)
     leftovers = [r for r in recorded if r.alive()]
     assert not leftovers, f"processes left behind: {leftovers}"
+
+
+@pytest.fixture
+def small_workload():
+    """Poisson arrivals alternating over ``functions``: ``small_workload(duration_s, rate, functions, seed)``."""
+    from loadgen.workload import make_workload
+
+    def make(duration_s: float = 10.0, rate: float = 4.0, functions=("float-ops", "dynamic-html"), seed: int = 1):
+        rng = np.random.default_rng(seed)
+        n = int(duration_s * rate)
+        t = np.sort(rng.uniform(0.0, duration_s, n))
+        return make_workload(t, [functions[i % len(functions)] for i in range(n)], metadata={"name": "test"})
+
+    return make

@@ -26,15 +26,9 @@ from testbed.scheduler.config import default_profile, profile_record
 pytestmark = pytest.mark.lab
 
 
-def _workload(duration_s: float = 10.0, rate: float = 4.0, functions=("float-ops", "dynamic-html"), seed: int = 1):
-    rng = np.random.default_rng(seed)
-    n = int(duration_s * rate)
-    t = np.sort(rng.uniform(0.0, duration_s, n))
-    return make_workload(t, [functions[i % len(functions)] for i in range(n)], metadata={"name": "test"})
 
-
-def test_up_run_down_leaves_nothing(cluster_file, state_dir, monkeypatch):
-    wl = _workload()
+def test_up_run_down_leaves_nothing(small_workload, cluster_file, state_dir, monkeypatch):
+    wl = small_workload()
     backend = LocalBackend(cluster_file, state_dir=state_dir)
     monkeypatch.chdir(state_dir.parent)
     try:
@@ -94,14 +88,14 @@ def test_taken_port_is_a_clear_error_before_anything_starts(cluster_file, state_
     assert LabState(state_dir).procs() == []
 
 
-def test_bad_workloads_fail_before_load(cluster_file, state_dir, tmp_path):
+def test_bad_workloads_fail_before_load(small_workload, cluster_file, state_dir, tmp_path):
     tiny = parse_cluster({"name": "tiny", "groups": [{"name": "n", "cpu": "200m", "memory": "1Gi"}]})
     backend = LocalBackend(tiny, state_dir=state_dir)
     try:
         with pytest.raises(InputError, match="unknown function 'no-such-fn'"):
-            backend.run(_workload(functions=("float-ops", "no-such-fn")), tmp_path / "r1")
+            backend.run(small_workload(functions=("float-ops", "no-such-fn")), tmp_path / "r1")
         with pytest.raises(InputError, match="'float-ops' .* fits on no node of cluster 'tiny'"):
-            backend.run(_workload(functions=("float-ops",)), tmp_path / "r2")
+            backend.run(small_workload(functions=("float-ops",)), tmp_path / "r2")
         assert not (tmp_path / "r1" / "requests.parquet").exists()
     finally:
         backend.close()

@@ -10,13 +10,12 @@ import stat
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import requests
 from typer.testing import CliRunner
 
 from agent.cli import app
-from loadgen.workload import make_workload, write_workload
+from loadgen.workload import write_workload
 from testbed.errors import TestbedError
 from testbed.local import lab as labmod
 from testbed.local.backend import LocalBackend
@@ -28,15 +27,9 @@ pytestmark = pytest.mark.lab
 ACTIONS = "/api/v1/namespaces/_/actions"
 
 
-def _workload(duration_s: float = 8.0, rate: float = 4.0, functions=("float-ops", "dynamic-html"), seed: int = 1):
-    rng = np.random.default_rng(seed)
-    n = int(duration_s * rate)
-    t = np.sort(rng.uniform(0.0, duration_s, n))
-    return make_workload(t, [functions[i % len(functions)] for i in range(n)], metadata={"name": "test"})
 
-
-def test_a_run_on_the_openwhisk_lab_is_recorded_from_its_activations(cluster_file, state_dir, tmp_path):
-    wl = _workload()
+def test_a_run_on_the_openwhisk_lab_is_recorded_from_its_activations(small_workload, cluster_file, state_dir, tmp_path):
+    wl = small_workload(8.0)
     backend = LocalBackend(cluster_file, state_dir=state_dir, platform="openwhisk")
     key_file = Path(state_dir) / "openwhisk" / "auth.guest"
     try:
@@ -122,8 +115,8 @@ def test_attaching_to_a_lab_of_another_platform_is_refused(cluster_file, state_d
         labmod.up(cluster_file, state_dir=Path(state_dir).parent / "other", port=0, platform="lambda")
 
 
-def test_tune_on_the_openwhisk_lab_end_to_end(cluster_file, tmp_path, monkeypatch):
-    wl = _workload(duration_s=6.0)
+def test_tune_on_the_openwhisk_lab_end_to_end(small_workload, cluster_file, tmp_path, monkeypatch):
+    wl = small_workload(duration_s=6.0)
     write_workload(wl, tmp_path / "wl.parquet")
     out = tmp_path / "exp"
     monkeypatch.setenv("SCORETUNE_LAB_DIR", str(tmp_path / "lab"))
