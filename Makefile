@@ -9,8 +9,10 @@ LAB_STAMP := $(VENV)/.installed-lab-$(shell cksum pyproject.toml | cut -d' ' -f1
 INVENTORY ?=
 ANSIBLE_EXTRA ?=
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
-.PHONY: setup setup-run setup-lab test test-all lint bench tune testbed-up testbed-down clean
+.PHONY: setup setup-run setup-lab test test-rest test-all lint bench tune testbed-up testbed-down clean
 
 ## setup: scoretune with everything the tests, lint and provisioning need
 setup: $(STAMP)
@@ -38,13 +40,17 @@ $(LAB_STAMP): pyproject.toml
 	  $(BIN)/python -m pip install --quiet -e '.[lab]' && rm -f $(VENV)/.installed-lab-*; }
 	@touch $@
 
-## test: the fast suite (slow suites are behind the `slow` marker)
+## test: the fast tier: units and fast integration, on two workers, the 15 slowest printed
 test: setup
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
-## test-all: every suite, slow ones included
+## test-rest: every suite `make test` leaves out (the embedded lab, Locust, Ansible, Ray, slow)
+test-rest: setup
+	$(PYTEST) -m "lab or integration or slow" $(PYTEST_ARGS)
+
+## test-all: every suite
 test-all: setup
-	$(BIN)/python -m pytest -q -m "" $(PYTEST_ARGS)
+	$(PYTEST) -m "" $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -48,12 +48,13 @@ from starlette.routing import Route
 
 from functions.errors import FunctionsError
 from functions.payload import PayloadError
+from functions.platform import PLATFORMS
 
 log = logging.getLogger(__name__)
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent
-PROTOCOLS = ("auto", "knative", "openwhisk")
-"""auto: both on one server (Knative posts to /, OpenWhisk's invoker to /init then /run), so one
+PROTOCOLS = ("auto", *PLATFORMS)
+"""What a runtime process serves: one platform's protocol, or ``auto``: both on one server (Knative posts to /, OpenWhisk's invoker to /init then /run), so one
 image serves either platform."""
 DEFAULT_PORT = 8080  # Knative's default user port (pkg/apis/serving/v1 DefaultUserPort)
 MAX_CONCURRENCY = 1000  # Knative's upper bound on containerConcurrency (config-defaults max)

@@ -211,7 +211,7 @@ def _on_request(request_type, name, response_time, response_length, response=Non
     node, pod = _header(response, "X-Scoretune-Node"), _header(response, "X-Scoretune-Pod")
     error = _reason(exception, code, context.get("timeout_s", 0.0))
     act: dict[str, Any] = {}
-    if context.get("platform") == "openwhisk" and response is not None:
+    if context.get("answer") == "activation" and response is not None:
         act = _activation(response, code)
         node, pod, cold = act["node"], act["pod"], act["cold"]
         if act["status"] is not None:  # the activation's own verdict (202: a timeout; statusCode != 0: an error)
@@ -308,10 +308,9 @@ class ScheduleUser(User):
         headers = {"X-Scoretune-Function": name, "Content-Type": "application/json"}
         if plan["hosts"][f]:
             headers["Host"] = plan["hosts"][f]
-        if plan.get("authorization"):  # OpenWhisk: Basic auth with the lab's key
-            headers["Authorization"] = plan["authorization"]
+        headers.update(plan.get("headers") or {})  # the target's own (OpenWhisk: Basic auth with the lab's key)
         ctx = {"request_id": int(a["request_id"][k]), "epoch": epoch, "sent": time.time(), "timeout_s": plan["timeout_s"],
-               "platform": plan.get("platform", "knative")}
+               "answer": plan.get("answer", "headers")}
         url = plan["urls"][f]
         try:
             with gevent.Timeout(plan["timeout_s"] + 1.0):

@@ -33,6 +33,7 @@ import pandas as pd
 
 from loadgen.errors import InputError, LoadgenError
 from loadgen.results import RunResult, write_run
+from loadgen.targets import IngressTarget, Target, as_target
 from loadgen.workload import Workload
 
 logger = logging.getLogger(__name__)
@@ -94,8 +95,7 @@ def resolve_targets(
 
 
 def write_schedule(workload: Workload, directory: Path, urls: list[str], hosts: list[str | None],
-                   functions: list[str], *, concurrency: int, platform: str = "knative",
-                   auth: str | None = None) -> Path:
+                   functions: list[str], *, concurrency: int, target: Target | None = None) -> Path:
     """``schedule.npz`` (numeric columns) + ``schedule.json`` (names, URLs, distinct payloads): cheap
     for the Locust processes to load without pandas or pyarrow."""
     frame = workload.frame
@@ -109,24 +109,18 @@ def write_schedule(workload: Workload, directory: Path, urls: list[str], hosts: 
         function_index=fidx,
         payload_index=payload_codes.astype(np.int32),
     )
+    target = target or IngressTarget(urls[0] if urls else "")
     meta: dict[str, Any] = {"functions": functions, "urls": urls, "hosts": hosts,
-                            "payloads": [str(p) for p in payloads], "concurrency": concurrency, "platform": platform}
-    if auth:
-        import base64
-
-        meta["authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+                            "payloads": [str(p) for p in payloads], "concurrency": concurrency,
+                            "platform": str(target.platform), "answer": target.answer, "headers": target.headers()}
     path.with_suffix(".json").write_text(json.dumps(meta))
-    if auth:
-        path.with_suffix(".json").chmod(0o600)  # the key is in it
+    if meta["headers"]:
+        path.with_suffix(".json").chmod(0o600)  # a key may be in them
     return path
 
 
 ACTIVATION_FIELDS = ("activation_id", "wait_s", "init_s", "duration_s")
 """The requests table's optional OpenWhisk columns (loadgen.results.OPTIONAL_REQUEST_FIELDS)."""
-
-OPENWHISK_ACTION_PATH = "/api/v1/namespaces/_/actions/{function}?blocking=true&result=false"
-"""apache/openwhisk docs/rest_api.md: a blocking invocation in the key's own namespace (``_``),
-answered with the whole activation record (``result=false``: its annotations and duration too)."""
 
 
 def merge_records(workload: Workload, records_dir: Path, epochs: list[float] | None = None,
@@ -259,7 +253,7 @@ def _gave_up_waiting(master_log: Path) -> bool:
 
 def replay(
     workload: Workload,
-    targets: str | Mapping[str, str],
+    targets: str | Mapping[str, str] | Target,
     out_dir: str | Path,
     *,
     timeout_s: float = 30.0,
@@ -273,12 +267,11 @@ def replay(
     master_port: int | None = None,
     workers_wait_s: float = WORKERS_WAIT_S,
     max_clock_offset_s: float = MAX_CLOCK_OFFSET_S,
-    platform: str = "knative",
-    auth: str | None = None,
 ) -> RunResult:
     """Replay ``workload`` open loop against ``targets`` and write a run directory to ``out_dir``.
 
-    targets: one ingress URL (function in the ``X-Scoretune-Function`` header, optional Host from
+    targets: a :mod:`loadgen.targets` target (Knative's ingress, OpenWhisk's API with its key), or
+        one ingress URL (function in the ``X-Scoretune-Function`` header, optional Host from
         ``host_template``, e.g. ``"{function}.default.example.com"`` for Knative) or ``{function: url}``.
     timeout_s: a request not answered within this is ``timeout``; connection errors and non-2xx are
         ``error``.
@@ -294,10 +287,6 @@ def replay(
         set to an address they can reach and a fixed ``master_port``.
     workers_wait_s: the longest the master waits for all its workers to connect; a worker that
         does not come is a failed run naming it, never a hang.
-    platform: ``knative``, or ``openwhisk``: ``targets`` is the API's base URL, each request a
-        blocking invocation of the action named after the function (``OPENWHISK_ACTION_PATH``)
-        with Basic ``auth`` (``UUID:KEY``), recorded from its activation record (served-by facts
-        from the result, waitTime/initTime/duration; a 202 is a timeout, statusCode != 0 an error).
     max_clock_offset_s: a load process whose clock is further than this from the master's, or
         that runs another Locust or NumPy version, voids the run (:func:`process_problems`);
         every process's host, versions and offset go to ``summary.json`` ``replay.processes``.
@@ -319,28 +308,20 @@ def replay(
         raise InputError("remote workers need a fixed master_port to connect to", field="master_port")
     if len(workload) == 0:
         raise InputError("the workload has no requests to replay", field="workload")
-    if platform not in ("knative", "openwhisk"):
-        raise InputError(f"unknown platform {platform!r}; one of knative, openwhisk", field="platform")
-    if platform == "openwhisk":
-        if not auth or ":" not in auth:
-            raise InputError("OpenWhisk needs its API key as UUID:KEY (.lab/openwhisk/auth.guest)", field="auth")
-        if not isinstance(targets, str):
-            raise InputError("OpenWhisk takes one API base URL, not a map of URLs", field="targets")
-        base = targets.rstrip("/")
-        targets = {f: base + OPENWHISK_ACTION_PATH.format(function=f)
-                   for f in sorted(workload.frame["function"].unique().tolist())}
+    target = as_target(targets, host_template)
     total_workers = workers + remote_workers
     out_dir = Path(out_dir).resolve()  # Locust runs in its own working directory
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("is a file, not a run directory", file=out_dir)
     functions = sorted(workload.frame["function"].unique().tolist())
-    urls, hosts = resolve_targets(functions, targets, host_template)  # before anything is written
+    routes, host_template = target.routes(functions)
+    urls, hosts = resolve_targets(functions, routes, host_template)  # before anything is written
     work = out_dir / "locust"
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
     schedule = write_schedule(workload, work, urls, hosts, functions, concurrency=concurrency,
-                              platform=platform, auth=auth)
+                              target=target)
     duration = workload.duration_s
     run_time = duration + timeout_s + 15.0
     deadline_s = run_time + STARTUP_ALLOWANCE_S + (workers_wait_s if total_workers else 0.0)
@@ -409,8 +390,8 @@ def replay(
         logger.error("replay failed: %s", failure)
     summary_info = {
         "replay": {
-            "platform": platform,
-            "targets": targets if isinstance(targets, str) else dict(targets),
+            "platform": str(target.platform),
+            "targets": routes if isinstance(routes, str) else dict(routes),
             "host_template": host_template,
             "timeout_s": timeout_s,
             "workers": workers,

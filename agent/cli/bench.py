@@ -86,7 +86,7 @@ def bench_grid(
     from agent.evaluation.protocol import Protocol, evaluate
     from loadgen.workload import write_workload
     from testbed.cluster import CLUSTERS_DIR
-    from testbed.local.scenario import lab_workload
+    from testbed.scenarios import lab_workload
 
     work = Path(tempfile.mkdtemp(prefix="scoretune-bench-grid-"))
     try:

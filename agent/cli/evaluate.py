@@ -15,7 +15,7 @@ from agent.errors import AgentError
 from agent.metrics import Metric
 from agent.rl.artefacts import SHIPPED_POLICY
 from agent.tuners.factory import BASELINES, MethodSpec
-from testbed.openwhisk.config import Platform
+from testbed.platforms import Platform
 
 NOISE_CALIBRATION = Path(__file__).resolve().parents[2] / "docs" / "results" / "noise" / "quiet.yaml"
 """The noisy protocol's default: the lab measured on a quiet machine (docs/results/noise: 8 repeats per cell; the
@@ -162,7 +162,7 @@ def evaluate_command(
                              "in DIR/oracle-profiles.json as it runs)")
         if sim_seed >= 0:
             raise AgentError("--sim-seed fixes the simulator's seed, which the noisy protocol draws afresh for every run")
-        from testbed.local.noise import load_noise_model
+        from testbed.noise_model import load_noise_model
 
         model = load_noise_model(noise, metric.value).scaled(noise_scale)
         p = Protocol(steps=steps, budgets=tuple(_int_list(budgets, "--budgets")), noise=model.to_dict(),

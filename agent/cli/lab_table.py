@@ -10,7 +10,7 @@ from agent.cli.options import argv_tail
 from agent.cli.render import console
 from agent.errors import AgentError
 from agent.rl.artefacts import SHIPPED_POLICY
-from testbed.openwhisk.config import Platform
+from testbed.platforms import Platform
 
 
 def lab_table_command(

@@ -16,7 +16,7 @@ from agent.loop.backends import Backend
 from agent.metrics import Metric
 from agent.tuners.factory import METHODS, Method
 from functions.errors import ScoretuneError
-from testbed.openwhisk.config import Platform
+from testbed.platforms import Platform
 
 _RESUME_OPTIONS = {
     "backend": "--backend", "cluster": "--cluster", "workload": "--workload", "policy": "--policy",
@@ -214,7 +214,7 @@ def tune_config(args: TuneArgs, given: set[str]) -> Any:
         method=method or "policy", backend=args.backend, cluster=args.cluster, workload=args.workload,
         steps=args.steps, metric=args.metric, repeats=args.repeats, seed=args.seed,
         policy=str(policy) if policy else None, max_reruns=args.max_reruns, confirm=max(args.confirm, 0),
-        fault_wait_s=args.fault_wait_s, platform=str(args.platform),
+        fault_wait_s=args.fault_wait_s, platform=args.platform,
         health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),
         backend_options=dataclasses.asdict(KubeOptions(
             args.kubeconfig, args.context, args.namespace, args.ingress_url, cold_nodes=node_names(args.cold_nodes),

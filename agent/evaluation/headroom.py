@@ -45,7 +45,7 @@ def _objective(task: str, metric: str) -> Any:
 
     if task.startswith(LAB_PREFIX):
         from testbed.cluster import load_cluster
-        from testbed.local.scenario import lab_workload
+        from testbed.scenarios import lab_workload
 
         return SimObjective(load_cluster(task[len(LAB_PREFIX):]), lab_workload(0), 0, metric, name=task)
     return scenario_objective(task, 0, metric)

@@ -43,6 +43,7 @@ from agent.errors import AgentError, InputError
 from agent.formatting import format_ci, md_cell
 from agent.stats import mean_ci
 from functions.atomic import write_atomic
+from functions.platform import DEFAULT_PLATFORM, Platform
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ def experiment_dir(out: Path, scenario: str, method: str, seed: int) -> Path:
 def workload_path(out: Path, seed: int, duration_s: float) -> Path:
     """The lab workload of ``seed`` as a Parquet file (written once; every method replays it)."""
     from loadgen.workload import write_workload
-    from testbed.local.scenario import lab_workload
+    from testbed.scenarios import lab_workload
 
     path = out / "workloads" / f"lab-{duration_s:g}s-seed{seed}.parquet"
     if not path.exists():
@@ -97,7 +98,7 @@ def workload_path(out: Path, seed: int, duration_s: float) -> Path:
 
 def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMethod], seeds: Sequence[int], *,
                     steps: int, confirm: int, duration_s: float, backend: str = "local",
-                    platform: str = "knative") -> None:
+                    platform: Platform = DEFAULT_PLATFORM) -> None:
     """Every (scenario, method, seed) experiment not finished yet, one process each, in order
     (``backend``: ``local``, the embedded lab; ``sim`` rehearses the same table on the simulator;
     ``platform``: what serves the functions there, Knative or OpenWhisk)."""

@@ -47,6 +47,8 @@ from agent.provenance import provenance
 from agent.tuners.applied import applied_setting, measured
 from agent.tuners.factory import is_method, make_tuner
 from functions.atomic import write_atomic
+from functions.errors import InputError
+from functions.platform import DEFAULT_PLATFORM, Platform, parse_platform
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ NOISY_BUDGETS = (1, 2, 3, 5, 10, 20)
 @dataclass(frozen=True)
 class Protocol:
     """How runs are measured and judged: ``noise`` is a noise model's dict
-    (:class:`testbed.local.noise.NoiseModel`), None for the noise-free protocol."""
+    (:class:`testbed.noise_model.NoiseModel`), None for the noise-free protocol."""
 
     steps: int = 10
     """The headline budget T (runs after the reference)."""
@@ -70,8 +72,8 @@ class Protocol:
     """Noise-free: the simulator's seed of every objective (None: the seed ``i``)."""
     mismatch: str = "none"
     """The truth's perturbations no twin has (testbed.sim.mismatch): none, mild, default, severe."""
-    platform: str = "knative"
-    """What serves the functions in every run (testbed.openwhisk.config.PLATFORMS); the tuners know it."""
+    platform: Platform = DEFAULT_PLATFORM
+    """What serves the functions in every run (testbed.platforms); the tuners know it."""
 
     @property
     def exact(self) -> bool:
@@ -98,10 +100,10 @@ class Protocol:
         from testbed.sim.mismatch import level
 
         level(self.mismatch)  # an unknown level is one line naming it
-        from testbed.openwhisk.config import PLATFORMS
-
-        if self.platform not in PLATFORMS:
-            raise AgentError(f"unknown platform {self.platform!r}; valid: {', '.join(PLATFORMS)}")
+        try:
+            object.__setattr__(self, "platform", parse_platform(self.platform))
+        except InputError as err:
+            raise AgentError(err.detail) from None
         if self.metric not in METRICS:
             raise AgentError(f"unknown metric {self.metric!r}; valid: {list(METRICS)}")
 
@@ -158,7 +160,7 @@ def run_task(task: Task, factory: ObjectiveFactory | None = None) -> dict[str, A
 
 def _oracle_key(p: Protocol, scenario: str, objective_seed: int) -> str:
     world = ("" if p.mismatch == "none" else f":mismatch-{p.mismatch}") + \
-        ("" if p.platform == "knative" else f":{p.platform}")
+        ("" if p.platform == DEFAULT_PLATFORM else f":{p.platform}")  # keys from before platforms stay
     if p.exact:
         return f"{scenario}@{objective_seed}:{p.oracle_runs}:{p.metric}{world}"
     return f"{scenario}:{p.oracle_runs}:{p.metric}{world}"
@@ -258,7 +260,7 @@ def evaluate(
     meta: dict[str, Any] = {
         "protocol": "noise-free" if p.exact else "noisy", "scenarios": list(scenarios), "seeds": seeds,
         "seed_offset": seed_offset, "methods": list(all_methods), "policies": policies, "steps": p.steps,
-        "oracle_runs": p.oracle_runs, "metric": p.metric, "mismatch": p.mismatch, "platform": p.platform,
+        "oracle_runs": p.oracle_runs, "metric": p.metric, "mismatch": p.mismatch, "platform": str(p.platform),
         "best_baseline": frame.attrs.get("best_baseline"),
         "config": dict(config or {}), "provenance": provenance(),
     }

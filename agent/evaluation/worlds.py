@@ -40,6 +40,14 @@ class World:
     scenario as written, never from its perturbed truth."""
 
 
+def deployment(p: Protocol) -> Any:
+    """The simulator's deployment of every run of the protocol: what serves the functions (a fact
+    the user knows, in their view too), apart from the mismatch truth (what no API shows)."""
+    from testbed.sim.engine import SimConfig
+
+    return SimConfig(platform=p.platform)
+
+
 def _objective_seed(p: Protocol, seed: int) -> int:
     """The simulator seed of seed ``seed``'s objective (noise-free): the seed, or ``--sim-seed``."""
     return seed if p.sim_seed is None else p.sim_seed
@@ -51,9 +59,10 @@ def _exact_world(task: Task, seed: int, factory: ObjectiveFactory, codec: Action
     p = task.protocol
     objective = factory(task.scenario, _objective_seed(task.protocol, seed), p.metric)
     view = objective_view(objective, platform=p.platform)
-    if p.mismatch != "none" or p.platform != "knative":
+    if view is not None:  # a simulator objective (a test's analytic function has no cluster to run)
+        objective.config = deployment(p)
         objective.truth = mismatch_truth(p.mismatch, task.scenario, objective.cluster, _objective_seed(p, seed),
-                                         platform=p.platform)
+                                         config=objective.config)
     if task.oracle_known is not None:
         oracle = float(task.oracle_known)
     elif p.oracle_runs > 0:
@@ -67,14 +76,15 @@ def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> W
     from agent.objectives.noise import NoisyObjective, Truth, extra_cv
     from agent.objectives.sim import workload_context
     from agent.objectives.view import objective_view
-    from testbed.local.noise import NoiseModel
+    from testbed.noise_model import NoiseModel
 
     p = task.protocol
     base = factory(task.scenario, 0, p.metric)
-    perturbed = mismatch_truth(p.mismatch, task.scenario, base.cluster, 0, platform=p.platform)
+    base.config = deployment(p)
+    perturbed = mismatch_truth(p.mismatch, task.scenario, base.cluster, 0, config=base.config)
     if perturbed is not None:
         base.truth = perturbed
-    truth = Truth(base.cluster, base.workload, metric=p.metric, seeds=p.truth_seeds, truth=perturbed)
+    truth = Truth(base.cluster, base.workload, metric=p.metric, seeds=p.truth_seeds, truth=perturbed, config=base.config)
     seed_cv = truth.seed_cv(codec.reference())
     lab_cv = NoiseModel.from_dict(p.noise, metric=p.metric).cv(float(len(base.workload)), float(base.workload.duration_s))
     noise_cv = extra_cv(lab_cv, seed_cv)
@@ -87,7 +97,8 @@ def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> W
 
     def measurement(seed: int, budget: int) -> Objective:
         return NoisyObjective(base.cluster, base.workload, noise_cv=noise_cv, rng_seed=seed * 1009 + budget,
-                              metric=p.metric, name=f"{task.scenario}~noisy", context=context, truth=perturbed)
+                              metric=p.metric, name=f"{task.scenario}~noisy", context=context, truth=perturbed,
+                              config=base.config)
 
     return World(measurement, truth, oracle, [codec.encode(s).tolist() for s in top], context,
                  {"noise_cv": noise_cv, "lab_cv": lab_cv, "seed_cv": seed_cv},

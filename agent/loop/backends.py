@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import AgentError
+from functions.platform import DEFAULT_PLATFORM, Platform
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def resolve_workload(workload: str, *, seed: int = 0) -> tuple[Any, str | None]:
 
         return read_workload(path), None
     if workload == LAB_WORKLOAD:
-        from testbed.local.scenario import LAB_CLUSTER, lab_workload
+        from testbed.scenarios import LAB_CLUSTER, lab_workload
 
         return lab_workload(seed), LAB_CLUSTER
     from agent.objectives.sim import scenario_by_name
@@ -79,9 +80,9 @@ def resolve_workload(workload: str, *, seed: int = 0) -> tuple[Any, str | None]:
 
 
 def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | None = None,
-                 platform: str = "knative") -> Any:
+                 platform: Platform = DEFAULT_PLATFORM) -> Any:
     """A backend bound to ``cluster`` (a ClusterSpec; unused by ``kube``, which reads the real one)
-    serving the functions with ``platform``."""
+    serving the functions with ``platform`` (on ``kube``, its entry's backend: testbed.platforms)."""
     if name == "sim":
         from testbed.sim import SimBackend, SimConfig
 
@@ -91,23 +92,17 @@ def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | 
 
         return LocalBackend(cluster, seed=seed, platform=platform)
     if name == "kube":
-        from testbed.kube.backend import ImageState, KubeBackend
+        from testbed.kube.backend import ImageState
+        from testbed.platforms import platform_entry
 
         k = kube or KubeOptions()
         common = {"kubeconfig": k.kubeconfig, "context": k.context, "image_state": ImageState(cold_nodes=tuple(k.cold_nodes)),
                   "remote_workers": k.remote_workers, "master_bind_host": k.master_bind_host,
                   "master_port": k.master_port, "workers_wait_s": k.workers_wait_s,
                   "max_clock_offset_s": k.max_clock_offset_s}
-        if platform == "openwhisk":
-            from testbed.kube.openwhisk import read_openwhisk_key
-            from testbed.kube.openwhisk_backend import OpenWhiskBackend
-
-            if not k.openwhisk_api or not k.openwhisk_auth:
-                raise AgentError("--platform openwhisk on the kube backend needs --openwhisk-api URL and "
-                                 "--openwhisk-auth FILE (the lab's guest key)")
-            return OpenWhiskBackend(api_url=k.openwhisk_api, auth=read_openwhisk_key(k.openwhisk_auth),
-                                    namespace=k.namespace if k.namespace != "default" else "openwhisk", **common)
-        return KubeBackend(namespace=k.namespace, ingress_url=k.ingress_url, **common)
+        options = {"namespace": k.namespace, "ingress_url": k.ingress_url, "openwhisk_api": k.openwhisk_api,
+                   "openwhisk_auth": k.openwhisk_auth}
+        return platform_entry(platform).kube_backend_for(options, common)
     raise AgentError(f"unknown backend {name!r}; valid: {list(BACKENDS)}")
 
 
@@ -115,7 +110,7 @@ def embedded_default_backend(seed: int = 0) -> tuple[Any, str]:
     """``make tune``'s backend: the embedded lab when it starts on this machine, else the simulator
     with the same cluster (``lab-small``) and workload."""
     from testbed.cluster import load_cluster
-    from testbed.local.scenario import LAB_CLUSTER
+    from testbed.scenarios import LAB_CLUSTER
 
     cluster = load_cluster(LAB_CLUSTER)
     try:

@@ -23,6 +23,8 @@ from typing import Any
 from agent.errors import AgentError, ExperimentLogError
 from agent.rl.rewards import REWARDS
 from agent.stats import HealthBounds
+from functions.errors import InputError
+from functions.platform import DEFAULT_PLATFORM, Platform, parse_platform
 
 LOG_NAME = "experiment.jsonl"
 CONFIG_NAME = "config.json"
@@ -61,8 +63,8 @@ class ExperimentConfig:
     most ``max_reruns`` retries, like a void run."""
     backend_options: dict[str, Any] = field(default_factory=dict)
     """How the backend was constructed beyond its name (the kube connection); kept for resume."""
-    platform: str = "knative"
-    """What serves the functions: Knative Serving or OpenWhisk (``testbed.openwhisk.config.PLATFORMS``)."""
+    platform: Platform = DEFAULT_PLATFORM
+    """What serves the functions: Knative Serving or OpenWhisk (``testbed.platforms``)."""
 
     def __post_init__(self) -> None:
         for name in ("steps", "repeats", "seed", "max_reruns", "confirm"):
@@ -97,10 +99,10 @@ class ExperimentConfig:
 
         if self.metric not in METRICS:
             raise AgentError(f"unknown metric {self.metric!r}; valid: {', '.join(METRICS)}")
-        from testbed.openwhisk.config import PLATFORMS
-
-        if self.platform not in PLATFORMS:
-            raise AgentError(f"unknown platform {self.platform!r}; valid: {', '.join(PLATFORMS)}")
+        try:
+            object.__setattr__(self, "platform", parse_platform(self.platform))
+        except InputError as err:
+            raise AgentError(err.detail) from None
         if self.reward not in REWARDS:
             raise AgentError(f"unknown reward {self.reward!r}; valid: {list(REWARDS)}")
         wait = self.fault_wait_s

@@ -3,7 +3,7 @@
 A tuner in the noise-free protocol sees one simulator seed per objective and memoised profiles, so
 a profile measured once is known exactly. A real lab is not like that: the same profile measures
 differently run after run (``scoretune calibrate --noise`` measures how much on the embedded lab,
-``testbed.local.noise``). Here every run of a profile
+``testbed.local.studies.noise``, the model in ``testbed.noise_model``). Here every run of a profile
 
 - draws a fresh simulator seed (the simulator's own run-to-run variation: service times, cold
   starts, the autoscaler's timing), from a stream the tuner cannot steer, and
@@ -56,7 +56,8 @@ class NoisyObjective:
     exactly; nothing is memoised (a profile measured twice gives two values)."""
 
     def __init__(self, cluster: Any, workload: Any, *, noise_cv: float, rng_seed: int, metric: str = "mean",
-                 name: str = "", context: Mapping[str, float] | None = None, truth: Any = None) -> None:
+                 name: str = "", context: Mapping[str, float] | None = None, truth: Any = None,
+                 config: Any = None) -> None:
         if not (math.isfinite(noise_cv) and noise_cv >= 0):
             raise AgentError(f"noise_cv must be finite and >= 0, got {noise_cv!r}")
         self.cluster = cluster
@@ -73,6 +74,8 @@ class NoisyObjective:
         self._facts: dict[str, dict[str, float]] = {}
         self.truth = truth
         """testbed.sim.mismatch.Truth run in place of ``cluster`` (None: the spec as written)."""
+        self.config = config
+        """testbed.sim.engine.SimConfig: the known deployment, what serves the functions (None: Knative's)."""
         self.collect_where = False
         """Keep each run's per-node breakdown (set by the evaluation for a tuner that reads it)."""
         self._where: dict[str, dict[str, Any]] = {}
@@ -83,11 +86,12 @@ class NoisyObjective:
         self.seeds.append(seed)
         self.runs += 1
         if self.collect_where:  # one run gives the metric, the facts and the breakdown
-            summary = sim_summary(self.cluster, self.workload, setting, seed, truth=self.truth, where=True)
+            summary = sim_summary(self.cluster, self.workload, setting, seed, truth=self.truth, config=self.config,
+                                  where=True)
             self._where[setting.label()] = summary["where"]
             value, self._facts[setting.label()] = measured_run(summary, self.metric)
         else:
-            kw = {"truth": self.truth} if self.truth is not None else {}
+            kw = {"truth": self.truth} if self.truth is not None else {"config": self.config} if self.config else {}
             value, self._facts[setting.label()] = sim_run(self.cluster, self.workload, setting, seed, self.metric, **kw)
         return value * error
 
@@ -109,7 +113,7 @@ class Truth:
     evaluation, never handed to a tuner."""
 
     def __init__(self, cluster: Any, workload: Any, *, metric: str = "mean", seeds: int = TRUTH_SEEDS,
-                 truth: Any = None) -> None:
+                 truth: Any = None, config: Any = None) -> None:
         if seeds < 2:
             raise AgentError(f"the truth needs >= 2 seeds, got {seeds}")
         self.cluster = cluster
@@ -119,12 +123,14 @@ class Truth:
         self._cache: dict[str, np.ndarray] = {}
         self.truth = truth
         """testbed.sim.mismatch.Truth run in place of ``cluster`` (None: the spec as written)."""
+        self.config = config
+        """testbed.sim.engine.SimConfig: the known deployment, what serves the functions (None: Knative's)."""
 
     def samples(self, setting: WeightSetting) -> np.ndarray:
         key = setting.label()
         hit = self._cache.get(key)
         if hit is None:
-            kw = {"truth": self.truth} if self.truth is not None else {}
+            kw = {"truth": self.truth} if self.truth is not None else {"config": self.config} if self.config else {}
             hit = np.array([sim_metric(self.cluster, self.workload, setting, s, self.metric, **kw) for s in self.seeds])
             self._cache[key] = hit
         return hit
@@ -140,7 +146,7 @@ class Truth:
 
 def noisy_objective(objective: Any, model: Any, *, rng_seed: int, seed_cv: float = 0.0) -> NoisyObjective:
     """``objective`` (a :class:`~agent.objectives.sim.SimObjective`: a cluster and a workload)
-    measured with the noise ``model`` (a :class:`testbed.local.noise.NoiseModel`) predicts for a
+    measured with the noise ``model`` (a :class:`testbed.noise_model.NoiseModel`) predicts for a
     run of its workload's size, less the simulator's own spread ``seed_cv``."""
     from agent.objectives.sim import workload_context
 

@@ -72,12 +72,13 @@ def _materialised(name: str) -> tuple[Any, Any, Any]:
     return scenario, cluster, workload
 
 
-def sim_run(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str, *, truth: Any = None
-            ) -> tuple[float, dict[str, float]]:
+def sim_run(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str, *, truth: Any = None,
+            config: Any = None) -> tuple[float, dict[str, float]]:
     """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0) and the
-    run's facts (agent.metrics.run_facts). ``truth`` (testbed.sim.mismatch.Truth) runs the
-    perturbed cluster in place of ``cluster``."""
-    return measured_run(sim_summary(cluster, workload, setting, seed, truth=truth), metric)
+    run's facts (agent.metrics.run_facts). ``config`` (testbed.sim.engine.SimConfig) is the known
+    deployment (its platform); ``truth`` (testbed.sim.mismatch.Truth) runs the perturbed cluster
+    in place of ``cluster``, with the deployment it was drawn for."""
+    return measured_run(sim_summary(cluster, workload, setting, seed, truth=truth, config=config), metric)
 
 
 def measured_run(summary: Mapping[str, Any], metric: str) -> tuple[float, dict[str, float]]:
@@ -86,12 +87,12 @@ def measured_run(summary: Mapping[str, Any], metric: str) -> tuple[float, dict[s
     return max(metric_from_summary(summary, metric, timeout), 1e-6), run_facts(summary)
 
 
-def mismatch_truth(mismatch: str, scenario: str, cluster: Any, seed: int, *, platform: str = "knative") -> Any:
+def mismatch_truth(mismatch: str, scenario: str, cluster: Any, seed: int, *, config: Any = None) -> Any:
     """The perturbed truth (testbed.sim.mismatch.Truth) of ``scenario``'s task ``seed`` at level
-    ``mismatch`` (None for none on Knative): drawn from the scenario's name and the seed, so it is
-    fixed before any method runs and the same for every method. On another ``platform`` the truth
-    also says what serves the functions (a known fact the tuners' view has too, not a hidden one)."""
-    if mismatch == "none" and platform == "knative":
+    ``mismatch`` (None for none): drawn from the scenario's name and the seed, so it is fixed
+    before any method runs and the same for every method. ``config`` is the known deployment
+    (what serves the functions: a fact the user's view has too), which the truth perturbs."""
+    if mismatch == "none":
         return None
     import zlib
 
@@ -100,33 +101,35 @@ def mismatch_truth(mismatch: str, scenario: str, cluster: Any, seed: int, *, pla
     from testbed.sim.mismatch import level, perturb
 
     return perturb(cluster, suite_specs(), level(mismatch), zlib.crc32(scenario.encode()) + int(seed),
-                   config=SimConfig(platform=platform))
+                   config=config or SimConfig())
 
 
 def sim_summary(cluster: Any, workload: Any, setting: WeightSetting, seed: int, *, truth: Any = None,
-                where: bool = False) -> dict[str, Any]:
+                config: Any = None, where: bool = False) -> dict[str, Any]:
     """The simulator's summary of one run (with the per-node breakdown when ``where``)."""
     from testbed.sim import evaluate
 
     if truth is None:
-        return evaluate(cluster, workload, setting.to_profile(), seed=int(seed), where=where)
+        return evaluate(cluster, workload, setting.to_profile(), seed=int(seed), config=config, where=where)
     return evaluate(truth.cluster, workload, setting.to_profile(), seed=int(seed), functions=truth.functions,
                     config=truth.config, where=where)
 
 
-def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str, *, truth: Any = None
-               ) -> float:
+def sim_metric(cluster: Any, workload: Any, setting: WeightSetting, seed: int, metric: str, *, truth: Any = None,
+               config: Any = None) -> float:
     """One simulator run of ``setting`` with ``seed``: the latency metric (seconds, > 0)."""
-    return sim_run(cluster, workload, setting, seed, metric, truth=truth)[0]
+    return sim_run(cluster, workload, setting, seed, metric, truth=truth, config=config)[0]
 
 
 class SimObjective:
     """A cluster and a workload on the simulator with one seed; lower is better (seconds)."""
 
     def __init__(self, cluster: Any, workload: Any, seed: int = 0, metric: str = "mean", *, name: str | None = None,
-                 truth: Any = None) -> None:
+                 truth: Any = None, config: Any = None) -> None:
         self.cluster = cluster
         """The cluster as its spec says (what a user's view is built from: agent.objectives.view)."""
+        self.config = config
+        """testbed.sim.engine.SimConfig: the known deployment, what serves the functions (None: Knative's)."""
         self.workload = workload
         self.seed = int(seed)
         self.metric = metric
@@ -145,11 +148,12 @@ class SimObjective:
         hit = self._cache.get(key)
         if hit is None:
             if self.collect_where:  # one run gives the metric, the facts and the breakdown
-                summary = sim_summary(self.cluster, self.workload, setting, self.seed, truth=self.truth, where=True)
+                summary = sim_summary(self.cluster, self.workload, setting, self.seed, truth=self.truth, config=self.config, where=True)
                 self._where[key] = summary["where"]
                 hit = measured_run(summary, self.metric)
             else:
-                hit = sim_run(self.cluster, self.workload, setting, self.seed, self.metric, truth=self.truth)
+                hit = sim_run(self.cluster, self.workload, setting, self.seed, self.metric, truth=self.truth,
+                              config=self.config)
             self.runs += 1
             self._cache[key] = hit
         return hit
@@ -160,7 +164,7 @@ class SimObjective:
         key = setting.label()
         if key not in self._where:
             self._where[key] = sim_summary(self.cluster, self.workload, setting, self.seed, truth=self.truth,
-                                           where=True)["where"]
+                                           config=self.config, where=True)["where"]
         return self._where[key]
 
     def __call__(self, setting: WeightSetting) -> float:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.metrics import DEFAULT_TIMEOUT_S
+from functions.platform import DEFAULT_PLATFORM, Platform, parse_platform
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class UserView:
     workload: Any
     metric: str = "mean"
     timeout_s: float = DEFAULT_TIMEOUT_S
-    platform: str = "knative"
+    platform: Platform = DEFAULT_PLATFORM
     """What serves the functions (Knative or OpenWhisk): the user deployed it, so the twin knows it."""
 
     def fingerprint(self) -> str:
@@ -42,14 +43,14 @@ class UserView:
 
 
 def user_view(cluster: Any, workload: Any, metric: str = "mean", timeout_s: float = DEFAULT_TIMEOUT_S,
-              platform: str = "knative") -> UserView:
+              platform: Platform = DEFAULT_PLATFORM) -> UserView:
     """The view of ``cluster`` (a ClusterSpec as the spec or the importer gives it)."""
     from testbed.sim.twin import cluster_view
 
-    return UserView(cluster_view(cluster), workload, metric, float(timeout_s), platform)
+    return UserView(cluster_view(cluster), workload, metric, float(timeout_s), parse_platform(platform))
 
 
-def objective_view(objective: Any, *, platform: str = "knative") -> UserView | None:
+def objective_view(objective: Any, *, platform: Platform = DEFAULT_PLATFORM) -> UserView | None:
     """The view of an evaluation objective: its nominal cluster and workload, never its truth
     (None for an objective with no cluster, such as a test's analytic function)."""
     cluster, workload = getattr(objective, "cluster", None), getattr(objective, "workload", None)

@@ -121,7 +121,7 @@ LSTM_HIDDEN_SIZE = 64
 
 def make_sampler(args: Args, noise: Any = None):
     """The training objectives: the scenario split, measured with ``noise`` (a
-    :class:`testbed.local.noise.NoiseModel`, see :func:`load_noise`) when given."""
+    :class:`testbed.noise_model.NoiseModel`, see :func:`load_noise`) when given."""
     from agent.objectives.sim import split_sampler
 
     names = [s for s in args.scenarios.split(",") if s] or None
@@ -140,10 +140,10 @@ def _noisy(sampler: Any, noise: Any, args: Args):
 
 def load_noise(args: Args):
     """The noise model of ``--noise`` for ``--metric`` (None without one); a bad file is the one-line
-    InputError of :func:`testbed.local.noise.load_noise_model`, naming the file."""
+    InputError of :func:`testbed.noise_model.load_noise_model`, naming the file."""
     if not args.noise:
         return None
-    from testbed.local.noise import load_noise_model
+    from testbed.noise_model import load_noise_model
 
     return load_noise_model(Path(args.noise), metric=str(args.metric)).scaled(args.noise_scale)
 
@@ -197,7 +197,7 @@ def learning_rate(args: Args):
 
 
 def policy_config(args: Args, *, command: str, elapsed_s: float | None = None, noise: Any = None) -> dict[str, Any]:
-    """The policy's JSON. ``noise`` (the :class:`~testbed.local.noise.NoiseModel` of ``--noise``) adds
+    """The policy's JSON. ``noise`` (the :class:`~testbed.noise_model.NoiseModel` of ``--noise``) adds
     the fitted model beside the file's path, so a shipped JSON says how noisy its episodes were."""
     from agent.actions import ActionCodec
 

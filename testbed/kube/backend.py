@@ -41,7 +41,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 
+from functions.platform import Platform
 from loadgen.replay import MAX_CLOCK_OFFSET_S
 from loadgen.results import RunResult, empty_placements, write_run
 from testbed.cluster import ClusterSpec, cluster_to_dict
@@ -454,8 +455,16 @@ class KubeBackend:
     infra_pods: Sequence[str] = INFRA_PODS
     """The data-plane pods each run baselines and watches (testbed.kube.faults.INFRA_PODS); empty: none."""
     name: str = field(default="kube", init=False)
-    platform: str = field(default="knative", init=False)
+    platform: Platform = field(default=Platform.KNATIVE, init=False)
     """What serves the functions (testbed.kube.openwhisk_backend for OpenWhisk)."""
+    knative_objects: bool = field(default=True, init=False)
+    """Its functions are Knative Services: Revisions and Knative's ConfigMaps are watched for faults."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], common: Mapping[str, Any]) -> KubeBackend:
+        """The backend from the CLI's kube options (``namespace``, ``ingress_url``) and those every
+        platform's kube backend takes (``common``); Knative's entry of testbed.platforms names it."""
+        return cls(namespace=options.get("namespace") or "default", ingress_url=options.get("ingress_url"), **common)
 
     def __post_init__(self) -> None:
         from kubernetes import client, config

@@ -147,7 +147,9 @@ class Lab(Protocol):
     host: str
     infra_pods: Sequence[str]
     knative_config: dict[str, str] | None
-    platform: str
+    platform: Any
+    knative_objects: bool
+    """The functions are Knative Services: Revisions and Knative's ConfigMaps exist to watch."""
     _core: Any
     _custom: Any
 
@@ -253,7 +255,7 @@ class FaultWatch:
         return self
 
     def _config_digests(self) -> dict[str, str]:
-        if self._b.platform != "knative":
+        if not self._b.knative_objects:
             return {}  # OpenWhisk's settings are its pods' environment: a change restarts them (infra)
         core = self._b._core
         return {name: config_digest(self._b._call(f"reading ConfigMap {KNATIVE_NAMESPACE}/{name}",
@@ -330,7 +332,7 @@ class FaultWatch:
                             f"changed during the run ({self.config.get(name)} -> {digest})")
 
     def _check_revisions(self) -> None:
-        if self._b.platform != "knative":
+        if not self._b.knative_objects:
             return
         group, version, plural = REVISION_API
         ns = self._b.namespace

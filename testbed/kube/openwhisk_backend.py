@@ -28,14 +28,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from testbed.errors import LabFault, TestbedError
+from functions.platform import Platform
+from testbed.errors import InputError, LabFault, TestbedError
 from testbed.kube.backend import KubeBackend, PodWatch
 from testbed.kube.images import FunctionImage, normalize
 from testbed.kube.nodes import get_path as _get
@@ -75,7 +76,22 @@ class OpenWhiskBackend(KubeBackend):
     release: str = "owdev"
     namespace: str = "openwhisk"
     infra_pods: Sequence[str] = OPENWHISK_INFRA_PODS
-    platform: str = field(default="openwhisk", init=False)
+    platform: Platform = field(default=Platform.OPENWHISK, init=False)
+    knative_objects: bool = field(default=False, init=False)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], common: Mapping[str, Any]) -> OpenWhiskBackend:
+        """The backend from the CLI's options: ``openwhisk_api``, ``openwhisk_auth`` (the file of the
+        guest key) and ``namespace`` (``default`` means OpenWhisk's own, ``openwhisk``)."""
+        from testbed.kube.openwhisk import read_openwhisk_key
+
+        api, auth = options.get("openwhisk_api"), options.get("openwhisk_auth")
+        if not api or not auth:
+            raise InputError("--platform openwhisk on the kube backend needs --openwhisk-api URL and "
+                             "--openwhisk-auth FILE (the lab's guest key)", field="--openwhisk-api")
+        namespace = options.get("namespace") or "default"
+        return cls(api_url=api, auth=read_openwhisk_key(auth),
+                   namespace=namespace if namespace != "default" else "openwhisk", **common)
 
     def __post_init__(self) -> None:
         if not self.api_url:

@@ -16,12 +16,14 @@ from typing import Any
 
 import pandas as pd
 
+from functions.platform import DEFAULT_PLATFORM, Platform, parse_platform
 from loadgen.results import PLACEMENTS_SCHEMA, RunResult, write_run
 from loadgen.workload import Workload
 from testbed.cluster import ClusterSpec, load_cluster
 from testbed.errors import InputError, TestbedError
 from testbed.local import lab as labmod
 from testbed.local.state import LabState
+from testbed.platforms import platform_entry
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ class LocalBackend:
         seed: int = 0,
         timeout_s: float = 30.0,
         attach: bool = False,
-        platform: str = "knative",
+        platform: str | Platform = DEFAULT_PLATFORM,
     ) -> None:
         self.cluster = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
         if state_dir is None:
@@ -58,6 +60,7 @@ class LocalBackend:
         self.timeout_s = timeout_s
         self.seed = seed
         self.profile: Any = None
+        platform = parse_platform(platform)
         handle = labmod.running_lab(self.state_dir) if attach else None
         if handle is not None and handle.platform != platform:
             raise TestbedError(f"the lab running in {self.state_dir} serves the functions with {handle.platform}, "
@@ -103,7 +106,8 @@ class LocalBackend:
         from testbed.scheduler.config import default_profile
 
         profile = self.profile if self.profile is not None else default_profile()
-        problems = workload_problems(self.cluster, discover_specs(), workload.functions, profile, platform=self.platform)
+        problems = workload_problems(self.cluster, discover_specs(), workload.functions, profile,
+                                     platform_entry(self.platform).pod)
         if problems:
             raise InputError("; ".join(problems), file=workload.metadata.get("file", workload.name), field="function")
 
@@ -123,16 +127,10 @@ class LocalBackend:
             "seed": seed,
             "cluster": self.cluster.name,
             "cpu_enforcement": self.handle.cpu_mode.mode,
-            "platform": self.platform,
+            "platform": str(self.platform),
             "profile": profile_record(self.profile),
         }
-        target: dict[str, Any] = {}
-        if self.platform == "openwhisk":
-            key = self.handle.openwhisk_key
-            if key is None:
-                raise TestbedError(f"the OpenWhisk lab in {self.state_dir} has no guest key")
-            target = {"platform": "openwhisk", "auth": key}
-        result = replay(workload, self.url, out_dir, timeout_s=self.timeout_s, info=info, **target)
+        result = replay(workload, self.handle.target, out_dir, timeout_s=self.timeout_s, info=info)
         t0 = (result.summary.get("replay") or {}).get("start_epoch") or started
         failed, failure = result.failed, result.summary.get("failure")
         try:

@@ -11,7 +11,8 @@ import typer
 
 from testbed.errors import InputError
 from testbed.local import lab as labmod
-from testbed.openwhisk.config import Platform
+from testbed.local.state import LabState
+from testbed.platforms import Platform, platform_entry
 
 app = typer.Typer(help="The embedded lab: real node agents, ingress/activator, KPA and scheduler on this machine.", no_args_is_help=True)
 
@@ -36,19 +37,12 @@ def up_cmd(
 ) -> None:
     """Start one node agent per node, the ingress (Knative's activator or OpenWhisk's controller),
     the autoscaler or invokers, and the scheduler."""
-    handle = labmod.up(cluster, state_dir=state_dir, port=port, cpu_enforcement=cpu, seed=seed, platform=platform.value)
+    handle = labmod.up(cluster, state_dir=state_dir, port=port, cpu_enforcement=cpu, seed=seed, platform=platform)
     c = _console()
     c.print(f"[bold]lab up[/bold] ({handle.platform}): ingress {handle.url} (state in {handle.state_dir})")
     c.print(f"notice: {handle.cpu_mode.notice}")
-    if handle.platform == "openwhisk":
-        key_file = Path(handle.state_dir) / "openwhisk" / "auth.guest"
-        c.print(f"invoke actions through OpenWhisk's REST API with the guest key in {key_file}, e.g.")
-        c.print(f"  curl -s -u \"$(cat {key_file})\" -X POST -H 'Content-Type: application/json' -d '{{}}' "
-                f"'{handle.url}/api/v1/namespaces/_/actions/float-ops?blocking=true'")
-        return
-    c.print(f"send requests with the header X-Scoretune-Function: NAME to {handle.url}/, e.g.")
-    c.print(f"  curl -s -X POST -H 'X-Scoretune-Function: float-ops' -d '{{}}' {handle.url}/")
-
+    for line in platform_entry(handle.platform).lab_hint(handle.url, LabState(handle.state_dir).guest_key_file):
+        c.print(line)
 
 @app.command("status")
 def status_cmd(
@@ -107,9 +101,9 @@ def down_cmd(state_dir: Path | None = _STATE) -> None:
 
 
 def _workload(spec: str, duration_s: float, seed: int):
-    """``lab`` (the lab recipe of testbed.local.scenario) or a Parquet workload file."""
+    """``lab`` (the lab recipe of testbed.scenarios) or a Parquet workload file."""
     if spec == "lab":
-        from testbed.local.scenario import lab_workload
+        from testbed.scenarios import lab_workload
 
         return lab_workload(seed, duration_s=duration_s)
     from loadgen.workload import read_workload
@@ -129,7 +123,12 @@ def fidelity_cmd(
     """Run the same K profiles on `local` and `sim`; print the Spearman rank correlation of their
     mean and p95 latencies."""
     from testbed.local.backend import LocalBackend
-    from testbed.local.fidelity import apply_calibration, fidelity, fidelity_profiles, load_calibration
+    from testbed.local.studies.fidelity import (
+        apply_calibration,
+        fidelity,
+        fidelity_profiles,
+        load_calibration,
+    )
     from testbed.sim.backend import SimBackend
 
     wl = _workload(workload, duration, seed)
@@ -165,7 +164,7 @@ def calibrate_cmd(
     seed: int = typer.Option(1, "--seed", help="Seed of the workload recipe (differs from fidelity's default 0)."),
     noise: bool = typer.Option(False, "--noise", metavar="", help="Measure the lab's run-to-run noise instead: the "
                                "lab workload under the default profile, --repeats times per (length, load) cell, "
-                               "and fit cv = c0 (N/N0)^a (d/d0)^b (testbed/local/noise.py); -o defaults to "
+                               "and fit cv = c0 (N/N0)^a (d/d0)^b (testbed/noise_model.py); -o defaults to "
                                "runs/calibration/noise.yaml."),
     durations: str = typer.Option("10,20,40", "--durations", help="--noise: workload lengths (s), comma-separated, "
                                   "each at the lab's rate."),
@@ -186,7 +185,7 @@ def calibrate_cmd(
         _calibrate_noise(cluster, out, runs, seed, durations, rates, repeats, refit, beside_hog)
         return
     from testbed.local.backend import LocalBackend
-    from testbed.local.fidelity import calibrate, fidelity_profiles, write_calibration
+    from testbed.local.studies.fidelity import calibrate, fidelity_profiles, write_calibration
 
     wl = _workload(workload, duration, seed)
     profs = fidelity_profiles(max(2, profiles), seed=seed)[: max(1, profiles)]
@@ -226,8 +225,9 @@ def _numbers(text: str, option: str, high: float) -> list[float]:
 def _calibrate_noise(cluster: str, out: Path, runs: Path, seed: int, durations: str, rates: str,
                      repeats: int, refit: Path | None, beside_hog: int = 0) -> None:
     from testbed.local.backend import LocalBackend
-    from testbed.local.noise import cpu_hog, measure_noise, noise_cells, read_noise_cells, write_noise
-    from testbed.local.scenario import LAB_RATE_PER_S
+    from testbed.local.studies.noise import cpu_hog, measure_noise, noise_cells
+    from testbed.noise_model import read_noise_cells, write_noise
+    from testbed.scenarios import LAB_RATE_PER_S
 
     c = _console()
     if refit is not None:
@@ -255,7 +255,7 @@ def _calibrate_noise(cluster: str, out: Path, runs: Path, seed: int, durations: 
     with LocalBackend(cluster, seed=seed) as local, cpu_hog(beside_hog):
         c.print(f"notice: {local.cpu_notice}" + (f"; beside {beside_hog} CPU-spinning process(es)" if beside_hog else ""))
         measured = measure_noise(local, cells, repeats, runs, seed=seed, progress=progress)
-    info = {"cluster": cluster, "workload": "lab (testbed.local.scenario.lab_workload)", "seed": seed,
+    info = {"cluster": cluster, "workload": "lab (testbed.scenarios.lab_workload)", "seed": seed,
             "repeats": repeats, "profile": "default", "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "beside_hog": beside_hog,
             "command": f"scoretune calibrate --noise --cluster {cluster} --durations {durations} --rates {rates} "
@@ -268,7 +268,7 @@ def _calibrate_noise(cluster: str, out: Path, runs: Path, seed: int, durations: 
 def _print_noise(c, measured) -> None:
     from rich.table import Table
 
-    from testbed.local.noise import fit_noise
+    from testbed.noise_model import fit_noise
 
     for metric, cs in measured.items():
         model = fit_noise(cs, metric)

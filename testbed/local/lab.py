@@ -24,10 +24,14 @@ from typing import Any
 import psutil
 import requests
 
+from functions.platform import DEFAULT_PLATFORM, Platform, parse_platform
+from loadgen.targets import Target
 from testbed.cluster import ClusterSpec, cluster_to_dict, load_cluster
 from testbed.errors import ClusterSpecError, TestbedError
 from testbed.local import cpu
-from testbed.local.state import LabState, ProcRecord, record_for, stop_process
+from testbed.local.state import LabState, record_for
+from testbed.local.teardown import LAB_MODULES, down, stray_processes
+from testbed.platforms import platform_entry
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +79,17 @@ class LabHandle:
     state_dir: Path
     url: str
     cpu_mode: cpu.CpuMode
-    platform: str = "knative"
+    platform: Platform = DEFAULT_PLATFORM
 
     @property
-    def openwhisk_key(self) -> str | None:
-        """The lab's OpenWhisk guest key (``UUID:KEY``), when it serves the functions with OpenWhisk."""
-        from testbed.local.whisk import read_guest_key
+    def guest_key(self) -> str | None:
+        """The lab's API key (``UUID:KEY``), when its platform issues one (OpenWhisk's guest key)."""
+        return LabState(self.state_dir).read_guest_key() if platform_entry(self.platform).guest_key else None
 
-        return read_guest_key(self.state_dir) if self.platform == "openwhisk" else None
+    @property
+    def target(self) -> Target:
+        """Where a replay sends the lab's requests, as its platform takes them."""
+        return platform_entry(self.platform).lab_target(self.url, self.guest_key)
 
     @property
     def client(self) -> LabClient:
@@ -165,7 +172,8 @@ def running_lab(state_dir: str | Path | None = None) -> LabHandle | None:
     if lab is None or not ctrl or port is None:
         return None
     mode = cpu.CpuMode(lab["cpu"]["mode"], lab["cpu"]["base"], lab["cpu"]["reason"])
-    return LabHandle(state.root, f"http://127.0.0.1:{port}", mode, lab.get("platform", "knative"))
+    return LabHandle(state.root, f"http://127.0.0.1:{port}", mode,
+                     parse_platform(lab.get("platform", DEFAULT_PLATFORM), field="platform", file=str(state.lab_file)))
 
 
 def prepare(
@@ -177,7 +185,7 @@ def prepare(
     seed: int = 0,
     profile_config: dict[str, Any] | None = None,
     owner_pid: int | None = None,
-    platform: str = "knative",
+    platform: Platform = DEFAULT_PLATFORM,
     openwhisk: dict[str, Any] | None = None,
 ) -> cpu.CpuMode:
     """Pick the CPU enforcement, create the lab cgroup, write ``lab.json`` (and, for OpenWhisk, a
@@ -203,17 +211,15 @@ def prepare(
             "port": port,
             "seed": seed,
             "profile": profile_config,
-            "platform": platform,
+            "platform": str(platform),
             "openwhisk": openwhisk or {},
             "started_at": time.time(),
             "started_by": os.getpid(),
             "owner": asdict(record_for("owner", "owner", owner_pid)) if owner_pid else None,
         }
     )
-    if platform == "openwhisk":
-        from testbed.local.whisk import write_guest_key
-
-        write_guest_key(state.root)
+    if platform_entry(platform).guest_key:
+        state.write_guest_key()
     return mode
 
 
@@ -221,13 +227,13 @@ def start_agents(spec: ClusterSpec, state: LabState) -> dict[str, int]:
     """One agent process per node; returns node -> agent port once every agent listens."""
     recs = []
     for n in spec.nodes:
-        args = ["testbed.local.agent", "--state-dir", str(state.root.resolve()), "--node", n.name]
+        args = ["testbed.local.node_agent", "--state-dir", str(state.root.resolve()), "--node", n.name]
         recs.append((n.name, _spawn(state, "agent", f"agent-{n.name}", args)))
     return {name: state.wait_port(f"agent-{name}", rec, START_TIMEOUT_S) for name, rec in recs}
 
 
-def start_controller(state: LabState, port: int, mode: cpu.CpuMode, platform: str = "knative") -> LabHandle:
-    ctrl = _spawn(state, "controller", "controller", ["testbed.local.controller", "--state-dir", str(state.root.resolve()), "--port", str(port)])
+def start_controller(state: LabState, port: int, mode: cpu.CpuMode, platform: Platform = DEFAULT_PLATFORM) -> LabHandle:
+    ctrl = _spawn(state, "controller", "controller", ["testbed.local.controllers", "--state-dir", str(state.root.resolve()), "--port", str(port)])
     bound = state.wait_port("controller", ctrl, START_TIMEOUT_S)
     handle = LabHandle(state.root, f"http://127.0.0.1:{bound}", mode, platform)
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -247,7 +253,7 @@ def up(
     profile_config: dict[str, Any] | None = None,
     seed: int = 0,
     owner_pid: int | None = None,
-    platform: str = "knative",
+    platform: str | Platform = DEFAULT_PLATFORM,
     openwhisk: dict[str, Any] | None = None,
 ) -> LabHandle:
     """Start the lab and return once its controller answers; raises before starting anything on
@@ -256,20 +262,9 @@ def up(
     invokers and their container pools, behind OpenWhisk's REST API); ``openwhisk``: fields of
     :class:`testbed.openwhisk.config.OpenWhiskConfig` that differ from the deployment the role
     makes (checked here, before anything starts)."""
-    from testbed.openwhisk.config import PLATFORMS
-
-    if platform not in PLATFORMS:
-        raise TestbedError(f"unknown platform {platform!r}; one of {', '.join(PLATFORMS)}")
-    if openwhisk:
-        import dataclasses
-
-        from testbed.openwhisk.config import OpenWhiskConfig
-
-        known = {f.name for f in dataclasses.fields(OpenWhiskConfig)}
-        unknown = sorted(set(openwhisk) - known)
-        if unknown:
-            raise TestbedError(f"unknown OpenWhisk setting(s) {unknown}; known: {sorted(known)}")
-        OpenWhiskConfig(**openwhisk)  # its own checks, as one line naming the field
+    entry = platform_entry(platform)
+    platform = entry.platform
+    entry.check_settings(openwhisk or {})
     spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
     check_cluster(spec)
     state = LabState(state_dir)
@@ -292,59 +287,6 @@ def up(
     return handle
 
 
-LAB_MODULES = {"testbed.local.controller": "controller", "testbed.local.agent": "agent"}
-
-
-def stray_processes(state_root: Path) -> list[ProcRecord]:
-    """Lab processes no record names any more: a controller or agent (``python -m
-    testbed.local.{controller,agent} --state-dir DIR``) of this state directory whose record was
-    lost (an earlier lab there failed or was cleared), or of a state directory that no longer
-    exists (its experiment's folder was deleted). Found by their command line."""
-    root = state_root.resolve()
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = p.info.get("cmdline") or []
-        role = next((LAB_MODULES[a] for a in cmd if a in LAB_MODULES), None)
-        if role is None or "--state-dir" not in cmd or p.info["pid"] == os.getpid():
-            continue
-        i = cmd.index("--state-dir")
-        if i + 1 >= len(cmd):
-            continue
-        theirs = Path(cmd[i + 1])
-        if (theirs.exists() and theirs.resolve() == root) or not theirs.exists():
-            try:
-                found.append(record_for(role, f"stray-{p.info['pid']}", p.info["pid"]))
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-    return found
-
-
-def down(state_dir: str | Path | None = None) -> dict[str, int]:
-    """Stop every process the lab in ``state_dir`` started (controller, agents, instances), by pid,
-    then any lab process of this state directory (or of one that no longer exists) that no record
-    names, remove its cgroups, and forget its state. Returns how many of each were stopped."""
-    state = LabState(state_dir)
-    stopped: dict[str, int] = {"controller": 0, "agent": 0, "instance": 0, "cgroups": 0}
-    for role in ("controller", "agent", "instance"):
-        for rec in state.procs(role):
-            if rec.pid == os.getpid():
-                continue  # the controller tearing down its own lab (its owner died) exits by itself
-            if stop_process(rec):
-                stopped[role] += 1
-            state.remove_proc(rec.role, rec.name)
-    for rec in stray_processes(state.root):
-        if stop_process(rec):
-            log.warning("stopped a stray lab %s (pid %d) no record named", rec.role, rec.pid)
-            stopped[rec.role] += 1
-    for path in sorted(state.cgroups(), key=lambda p: -len(Path(p).parts)):
-        if Path(path).exists() and cpu.remove_cgroup(path):
-            stopped["cgroups"] += 1
-    # instances whose records were not written yet (the agent died mid-spawn) die with their agent
-    # (PDEATHSIG); cgroups they were in are gone above.
-    state.clear()
-    return stopped
-
-
 def status(state_dir: str | Path | None = None) -> dict[str, Any]:
     """The running lab's view (nodes, instances, placement), or the recorded processes' liveness."""
     state = LabState(state_dir)
@@ -361,3 +303,6 @@ def status(state_dir: str | Path | None = None) -> dict[str, Any]:
         except TestbedError as err:
             out["error"] = str(err)
     return out
+
+
+__all__ = ["LAB_MODULES", "LabClient", "LabHandle", "down", "running_lab", "status", "stray_processes", "up"]

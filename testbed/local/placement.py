@@ -11,6 +11,7 @@ view of that node is refreshed (the kubelet reports pulled images in its node st
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from testbed.cluster import ClusterSpec
@@ -143,20 +144,14 @@ def action_pod_object(spec: FunctionSpec, name: str, scheduler_name: str | None,
                                    node_affinity=node_affinity))
 
 
-def invoker_affinity(cluster: ClusterSpec) -> bool:
-    """Whether action pods require invoker nodes: when the cluster labels any (the chart's
-    ``user-pod-node-affinity``), else they may go anywhere."""
-    from functions.openwhisk_action import INVOKER_ROLE
-
-    key, value = INVOKER_ROLE
-    return any(n.labels.get(key) == value for n in cluster.nodes)
-
-
 def workload_problems(cluster: ClusterSpec, specs: dict[str, FunctionSpec], functions: list[str], profile: Profile,
-                      *, platform: str = "knative") -> list[str]:
+                      pod: Callable[[FunctionSpec, str, str | None, ClusterSpec], tuple[dict[str, Any], str]]) -> list[str]:
     """Why a workload over ``functions`` cannot run on ``cluster`` (empty if it can): a function
-    that is not in the suite, or whose pod (a revision pod, or on OpenWhisk an action pod) fits on
-    no node even when the cluster is empty."""
+    that is not in the suite, or whose pod -- the one its platform creates, ``pod`` of
+    :mod:`testbed.platforms` (a revision pod, or on OpenWhisk an action pod) -- fits on no node
+    even when the cluster is empty."""
+    from testbed.scheduler.objects import pod_from_k8s
+
     problems = []
     placer: Placer | None = None
     for name in functions:
@@ -165,15 +160,8 @@ def workload_problems(cluster: ClusterSpec, specs: dict[str, FunctionSpec], func
             problems.append(f"unknown function {name!r}; known: {', '.join(sorted(specs))}")
             continue
         placer = placer or Placer(cluster, specs, profile)
-        if platform == "openwhisk":
-            from functions.openwhisk_action import action_memory_mb
-
-            pod = action_pod_object(spec, f"{name}-probe", profile.scheduler_name, node_affinity=invoker_affinity(cluster))
-            what = f"an action pod of {action_memory_mb(spec)} MB, no cpu request"
-        else:
-            pod = revision_pod_object(spec, f"{name}-probe", profile.scheduler_name)
-            what = f"cpu request {spec.cpu_request_milli}m + queue-proxy, memory request {spec.memory_request_bytes} bytes"
-        if not placer.fits_somewhere(pod):
+        manifest, what = pod(spec, f"{name}-probe", profile.scheduler_name, cluster)
+        if not placer.fits_somewhere(pod_from_k8s(manifest)):
             problems.append(f"function {name!r} ({what}) fits on no node of cluster {cluster.name!r}")
     return problems
 

@@ -12,6 +12,7 @@ Layout::
     <state>/ports/<name>.port   the port each server bound (written by the server itself)
     <state>/cgroups.json        cgroups created (removed by `down`, deepest first)
     <state>/logs/<name>.log     stdout+stderr of each process
+    <state>/openwhisk/auth.guest  the lab's OpenWhisk guest key (``UUID:KEY``, 0600), on that platform
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import signal
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,8 @@ from functions.atomic import write_atomic
 log = logging.getLogger(__name__)
 
 STATE_ENV = "SCORETUNE_LAB_DIR"
+GUEST_KEY_FILE = Path("openwhisk") / "auth.guest"
+"""Where a lab on OpenWhisk keeps its guest key, under the state directory."""
 
 
 def default_state_dir() -> Path:
@@ -119,6 +124,10 @@ class LabState:
     def cgroups_file(self) -> Path:
         return self.root / "cgroups.json"
 
+    @property
+    def guest_key_file(self) -> Path:
+        return self.root / GUEST_KEY_FILE
+
     def log_path(self, name: str) -> Path:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         return self.logs_dir / f"{name}.log"
@@ -202,9 +211,26 @@ class LabState:
                 continue
         return out
 
+    # --- OpenWhisk's guest key ---
+    def write_guest_key(self) -> str:
+        """A fresh ``UUID:KEY`` for this lab (never the chart's public default), 0600."""
+        path = self.guest_key_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = f"{uuid.uuid4()}:{secrets.token_hex(32)}"
+        path.unlink(missing_ok=True)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(key + "\n")
+        return key
+
+    def read_guest_key(self) -> str | None:
+        try:
+            return self.guest_key_file.read_text().strip() or None
+        except OSError:
+            return None
+
     def clear(self) -> None:
         """Forget everything but the logs (kept for post-mortems)."""
-        for d in (self.procs_dir, self.ports_dir, self.root / "cgroups", self.root / "openwhisk"):
+        for d in (self.procs_dir, self.ports_dir, self.root / "cgroups", self.guest_key_file.parent):
             if d.exists():
                 for p in d.iterdir():
                     p.unlink(missing_ok=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import StrEnum
 
 from functions.errors import InputError
 from testbed.openwhisk.pool import IDLE_CONTAINER_S
@@ -60,14 +59,4 @@ class OpenWhiskConfig:
                 raise InputError(f"{name} must be within [0, 1], not {getattr(self, name)}", field="openwhisk")
 
 
-class Platform(StrEnum):
-    """What serves the functions (a typer option annotated ``Platform`` lists them in ``--help``):
-    Knative Serving (KPA, activator) or OpenWhisk (controller, invokers)."""
-
-    KNATIVE = "knative"
-    OPENWHISK = "openwhisk"
-
-
-PLATFORMS: tuple[str, ...] = tuple(p.value for p in Platform)
-
-__all__ = ["PLATFORMS", "OpenWhiskConfig", "Platform"]
+__all__ = ["OpenWhiskConfig"]

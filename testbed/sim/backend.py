@@ -17,8 +17,8 @@ from loadgen.results import RunResult, write_run
 from loadgen.where import where_time_went
 from loadgen.workload import Workload
 from testbed.cluster import ClusterSpec, load_cluster
-from testbed.openwhisk.config import PLATFORMS
-from testbed.sim.engine import SimConfig, Simulation
+from testbed.platforms import platform_entry
+from testbed.sim.engine import SimConfig
 from testbed.sim.progress import Progress
 from testbed.sim.results import fast_summary, placements_frame, requests_frame
 
@@ -66,15 +66,8 @@ def simulate(
     """Run one simulation and return its :class:`~testbed.sim.engine.SimOutput` (``progress``: see
     :meth:`Simulation.run`)."""
     specs = dict(functions) if functions is not None else suite_specs()
-    platform = (config or SimConfig()).platform
-    if platform == "openwhisk":
-        from testbed.sim.openwhisk import OpenWhiskSimulation
-
-        return OpenWhiskSimulation(cluster, specs, workload, profile, seed=seed, config=config,
-                                   kube_version=kube_version).run(progress=progress)
-    if platform != "knative":
-        raise InputError(f"unknown platform {platform!r}; known: {', '.join(PLATFORMS)}", field="--platform")
-    sim = Simulation(cluster, specs, workload, profile, seed=seed, config=config, kube_version=kube_version)
+    model = platform_entry((config or SimConfig()).platform, field="--platform").simulation_class()
+    sim = model(cluster, specs, workload, profile, seed=seed, config=config, kube_version=kube_version)
     return sim.run(progress=progress)
 
 
@@ -103,7 +96,7 @@ def evaluate(
     summary.update(
         {
             "backend": "sim",
-            "platform": cfg.platform,
+            "platform": str(cfg.platform),
             "seed": seed,
             "timeout_s": cfg.timeout_s,
             "cluster": cluster.name,
@@ -191,7 +184,7 @@ class SimBackend:
 
         info: dict[str, Any] = {
             "backend": "sim",
-            "platform": self.config.platform,
+            "platform": str(self.config.platform),
             "seed": run_seed,
             "timeout_s": self.config.timeout_s,
             "cluster": self.cluster.name,

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from testbed.errors import ConfigError
-from testbed.openwhisk.config import Platform
+from testbed.platforms import Platform
 
 app = typer.Typer(help="The discrete-event simulator of Knative or OpenWhisk on Kubernetes.", no_args_is_help=True)
 log = logging.getLogger(__name__)

@@ -45,6 +45,7 @@ import pandas as pd
 
 from functions.errors import InputError
 from functions.knative import revision_pod
+from functions.platform import DEFAULT_PLATFORM, Platform
 from functions.spec import FunctionSpec
 from functions.work import draw, sample_work
 from testbed.autoscaler.kpa import AutoscalerConfig, RevisionAutoscaler
@@ -106,9 +107,9 @@ class SimConfig:
     extra_latency_s: tuple[tuple[str, float], ...] = ()
     """Structural mismatch, empty in every twin: (node, seconds) network latency added to every
     request a node serves (per-zone distance from the ingress)."""
-    platform: str = "knative"
-    """What serves the functions: Knative Serving (KPA, activator) or OpenWhisk
-    (``testbed.sim.openwhisk``); one of ``testbed.openwhisk.config.PLATFORMS``."""
+    platform: Platform = DEFAULT_PLATFORM
+    """What serves the functions: Knative Serving (KPA, activator, this module) or OpenWhisk
+    (``testbed.sim.openwhisk``); :mod:`testbed.platforms` names the simulation of each."""
     openwhisk: OpenWhiskConfig = field(default_factory=OpenWhiskConfig)
     """The OpenWhisk deployment, when ``platform`` is ``openwhisk``."""
 

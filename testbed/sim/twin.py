@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from functions.platform import DEFAULT_PLATFORM, Platform
 from testbed.cluster import HOSTNAME_LABEL, ClusterSpec, NodeSpec
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ class Twin:
     """The latency metric of a run's summary (the tuner's: ``agent.metrics.metric_from_summary``)."""
     params: TwinParams | None = None
     seed: int = TWIN_SEED
-    platform: str = "knative"
+    platform: Platform = DEFAULT_PLATFORM
     """What serves the functions (``SimConfig.platform``): a user knows their platform."""
 
     def __post_init__(self) -> None:

@@ -24,7 +24,9 @@ from agent.errors import AgentError  # noqa: E402
 from agent.evaluation.protocol import Protocol, evaluate  # noqa: E402
 from loadgen.workload import write_workload  # noqa: E402
 from testbed.cluster import CLUSTERS_DIR  # noqa: E402
-from testbed.local.scenario import lab_workload  # noqa: E402
+from testbed.scenarios import lab_workload  # noqa: E402
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")

@@ -146,24 +146,29 @@ def test_combine_refuses_overlaps_gaps_and_strangers(tmp_path):
 
 
 def test_an_openwhisk_evaluation_runs_openwhisk_caches_its_own_oracle_and_tells_the_tuners():
+    """The platform is a known fact of the deployment (SimConfig), apart from the mismatch truth:
+    with no mismatch there is no truth, and every run is still OpenWhisk's."""
     from agent.evaluation.protocol import Protocol, _oracle_key
-    from agent.objectives.sim import mismatch_truth, scenario_objective
+    from agent.evaluation.worlds import deployment
+    from agent.objectives.sim import mismatch_truth, scenario_objective, sim_summary
     from agent.objectives.view import objective_view
 
     objective = scenario_objective("speed-cpu", 0, "mean")
-    truth = mismatch_truth("none", "speed-cpu", objective.cluster, 0, platform="openwhisk")
-    assert truth.config.platform == "openwhisk" and truth.cluster == objective.cluster
-    assert mismatch_truth("none", "speed-cpu", objective.cluster, 0) is None
-    severe = mismatch_truth("severe", "speed-cpu", objective.cluster, 0, platform="openwhisk")
+    q = Protocol(platform="openwhisk")
+    q.check()
+    config = deployment(q)
+    assert config.platform == "openwhisk" and deployment(Protocol()).platform == "knative"
+    assert mismatch_truth("none", "speed-cpu", objective.cluster, 0, config=config) is None
+    severe = mismatch_truth("severe", "speed-cpu", objective.cluster, 0, config=config)
     assert severe.config.platform == "openwhisk" and severe.config.interference > 0
-    assert objective_view(objective, platform="openwhisk").platform == "openwhisk"
-    p, q = Protocol(), Protocol(platform="openwhisk")
-    assert _oracle_key(p, "speed-cpu", 0) != _oracle_key(q, "speed-cpu", 0)
+    assert objective_view(objective, platform=q.platform).platform == "openwhisk"
+    assert _oracle_key(Protocol(), "speed-cpu", 0) != _oracle_key(q, "speed-cpu", 0)
     from agent.actions import ActionCodec
-    from agent.objectives.sim import sim_summary
 
-    s = sim_summary(objective.cluster, objective.workload, ActionCodec().reference(), 0, truth=truth)
+    s = sim_summary(objective.cluster, objective.workload, ActionCodec().reference(), 0, config=config)
     assert s["platform"] == "openwhisk"
+    assert sim_summary(objective.cluster, objective.workload, ActionCodec().reference(), 0,
+                       truth=severe)["platform"] == "openwhisk"
 
 
 def test_an_unknown_platform_is_refused_by_the_protocol():

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from agent.cli import app
 from loadgen.workload import WORKLOAD_SCHEMA, write_workload
 from testbed.cluster import CLUSTERS_DIR
-from testbed.local.scenario import lab_workload
+from testbed.scenarios import lab_workload
 
 runner = CliRunner()
 

@@ -4,6 +4,7 @@ task, with each cluster's heterogeneity, written as a CSV with an explicit schem
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from agent.actions import ActionCodec
@@ -24,6 +25,7 @@ def test_headroom_is_the_oracles_gain_over_the_default_weights():
     assert list(table["group"]) == ["a", "lab"] and list(table["tasks"]) == [1, 1]
 
 
+@pytest.mark.slow
 def test_the_command_writes_the_csv_and_the_summary(tmp_path, use_fixture_traces):
     # the training split's trace scenarios read the fixture traces (a clone has no real ones)
     out = tmp_path / "hr"

@@ -88,6 +88,7 @@ def test_methods_are_checked(tmp_path):
         LabMethod.parse(f"mine={tmp_path / 'none.zip'}", tmp_path / "p.zip")
 
 
+@pytest.mark.integration
 def test_run_experiments_runs_each_missing_experiment_and_resumes_an_interrupted_one(tmp_path):
     """Real ``scoretune tune`` processes (on the simulator, to be quick): a missing cell gets its
     experiment, a finished one is kept, an interrupted one is resumed, and the table is built."""
@@ -109,6 +110,7 @@ def test_run_experiments_runs_each_missing_experiment_and_resumes_an_interrupted
     assert list(frame["method"]) == ["hill", "random"] and frame["reference_s"].gt(0).all()
 
 
+@pytest.mark.integration
 def test_a_failed_experiment_stops_the_table_saying_how_to_resume(tmp_path):
     from agent.evaluation.lab_table import run_experiments
 

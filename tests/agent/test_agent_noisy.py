@@ -18,14 +18,14 @@ from agent.evaluation.scoring import score
 from agent.objectives.noise import TRUTH_SEED_BASE, NoisyObjective, Truth, extra_cv, lognormal_sigma
 from agent.tuners.applied import applied_setting, best_mean
 from agent.tuners.noise import NoiseRule, Reeval, gp_posterior_best, split_rule
-from testbed.local.noise import NoiseModel
+from testbed.noise_model import NoiseModel
 
 
 @pytest.fixture(scope="module")
 def lab():
     """The lab-small cluster under a short lab workload on the simulator (runs in milliseconds)."""
     from testbed.cluster import load_cluster
-    from testbed.local.scenario import lab_workload
+    from testbed.scenarios import lab_workload
 
     return load_cluster("lab-small"), lab_workload(0, duration_s=8.0)
 

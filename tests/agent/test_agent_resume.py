@@ -210,7 +210,7 @@ def test_config_paths_survive_a_change_of_working_directory(tmp_path, monkeypatc
     (work / "specs" / "c.yaml").write_text(Path(agent.loop.backends.__file__).parents[2].joinpath(
         "testbed/clusters/lab-small.yaml").read_text())
     from loadgen.workload import write_workload
-    from testbed.local.scenario import lab_workload
+    from testbed.scenarios import lab_workload
 
     write_workload(lab_workload(0, duration_s=10.0), work / "wl.parquet")
     monkeypatch.chdir(work)

@@ -10,7 +10,7 @@ import pytest
 from agent.errors import AgentError, InputError
 from agent.rl.artefacts import PolicyConfig
 from agent.rl.train import Args, train
-from testbed.local.noise import NoiseCell, load_noise_model, write_noise
+from testbed.noise_model import NoiseCell, load_noise_model, write_noise
 
 
 def _tiny(tmp_path, noise, **kw) -> Args:

@@ -24,8 +24,8 @@ from agent.tuners.factory import is_method, make_tuner
 from agent.tuners.twin import TwinTuner
 from loadgen.workload import write_workload
 from testbed.cluster import CLUSTERS_DIR, load_cluster
-from testbed.local.noise import NoiseModel
-from testbed.local.scenario import lab_workload
+from testbed.noise_model import NoiseModel
+from testbed.scenarios import lab_workload
 
 CODEC = ActionCodec()
 runner = CliRunner()

@@ -20,6 +20,8 @@ import yaml
 from testbed.kube import versions
 from testbed.kube.render import RENDER_LAYOUT
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent

@@ -18,6 +18,8 @@ import yaml
 from testbed.kube.render import LOAD_REGISTRY, ImageSource, lab_documents, write_documents
 from testbed.scheduler.config import default_profile
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent

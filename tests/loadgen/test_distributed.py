@@ -25,6 +25,8 @@ from loadgen.replay import LOCUSTFILE, replay
 from loadgen.testserver import ReplayTestServer
 from loadgen.workload import make_workload
 
+pytestmark = pytest.mark.integration
+
 ROLE = Path(__file__).resolve().parents[2] / "ansible" / "roles" / "locust_loadgen"
 
 

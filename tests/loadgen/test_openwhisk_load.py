@@ -19,6 +19,7 @@ from starlette.routing import Route
 from functions.errors import InputError
 from functions.process import serving
 from loadgen.replay import replay
+from loadgen.targets import OpenWhiskTarget
 from loadgen.workload import make_workload
 
 KEY = "23bc46b1-0000-4ed5-8c54-816aa4f8c502:k" + "x" * 63
@@ -61,11 +62,11 @@ class FakeController:
         self._serving.__exit__(*exc)
 
 
+@pytest.mark.integration
 def test_a_replay_against_openwhisk_records_each_activation(tmp_path):
     wl = make_workload(np.linspace(0.0, 0.8, 8), ["float-ops", "aes", "slow", "broken"] * 2)
     with FakeController() as ow:
-        result = replay(wl, f"http://127.0.0.1:{ow.port}", tmp_path / "run", timeout_s=5.0, platform="openwhisk",
-                        auth=KEY)
+        result = replay(wl, OpenWhiskTarget(f"http://127.0.0.1:{ow.port}", KEY), tmp_path / "run", timeout_s=5.0)
     req = result.requests.set_index("request_id")
     assert {q["blocking"] for _, q in ow.calls} == {"true"} and {q["result"] for _, q in ow.calls} == {"false"}
     fo = req[req["function"] == "float-ops"].sort_values("scheduled_s")
@@ -83,9 +84,9 @@ def test_a_replay_against_openwhisk_records_each_activation(tmp_path):
     assert KEY not in (tmp_path / "run" / "summary.json").read_text()  # the key stays out of the results
 
 
-def test_openwhisk_needs_its_key_and_one_base_url(tmp_path):
-    wl = make_workload(np.linspace(0.0, 0.2, 2), ["float-ops"] * 2)
+def test_openwhisk_needs_its_key_and_one_base_url():
     with pytest.raises(InputError, match="field auth: OpenWhisk needs its API key"):
-        replay(wl, "http://127.0.0.1:1", tmp_path / "a", platform="openwhisk")
-    with pytest.raises(InputError, match="field platform: unknown platform 'lambda'"):
-        replay(wl, "http://127.0.0.1:1", tmp_path / "b", platform="lambda")
+        OpenWhiskTarget("http://127.0.0.1:1", "")
+    with pytest.raises(InputError, match="field targets: OpenWhisk takes one API base URL"):
+        OpenWhiskTarget({"float-ops": "http://127.0.0.1:1"}, "u:k")
+

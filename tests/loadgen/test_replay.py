@@ -21,6 +21,7 @@ def _mixed_workload():
     return make_workload(t, fn, metadata={"name": "mixed", "seed": 0})
 
 
+@pytest.mark.integration
 def test_every_request_is_accounted_for_with_its_status(tmp_path) -> None:
     server = ReplayTestServer(per_function={"broken": Behaviour(status=500), "hang": Behaviour(hang=True)})
     with server:
@@ -46,6 +47,7 @@ def test_every_request_is_accounted_for_with_its_status(tmp_path) -> None:
     assert back.summary["dispatch_lag_p99_s"] is not None
 
 
+@pytest.mark.integration
 def test_slow_server_does_not_slow_the_schedule(tmp_path) -> None:
     """Open loop: with 1.5 s responses, a closed loop would need 60 s for these 40 requests."""
     wl = make_workload(np.linspace(0.0, 2.0, 40), ["slow"] * 40)
@@ -60,6 +62,7 @@ def test_slow_server_does_not_slow_the_schedule(tmp_path) -> None:
     assert len(arrivals) == 40 and arrivals[-1] - arrivals[0] < 1.5 + 2.0
 
 
+@pytest.mark.integration
 def test_host_template_and_function_header(tmp_path) -> None:
     wl = make_workload([0.0, 0.1, 0.2], ["a", "b", "a"])
     with ReplayTestServer() as server:
@@ -68,6 +71,7 @@ def test_host_template_and_function_header(tmp_path) -> None:
     assert seen == [("a", "a.default.example.com"), ("a", "a.default.example.com"), ("b", "b.default.example.com")]
 
 
+@pytest.mark.integration
 def test_connection_refused_is_error_not_failure(tmp_path) -> None:
     wl = make_workload([0.0, 0.05], ["a", "a"])
     with ReplayTestServer() as server:
@@ -77,6 +81,7 @@ def test_connection_refused_is_error_not_failure(tmp_path) -> None:
     assert result.requests["sent_s"].notna().all()
 
 
+@pytest.mark.integration
 def test_broken_load_generator_marks_the_run_failed(tmp_path, monkeypatch) -> None:
     bad = tmp_path / "broken_locustfile.py"
     bad.write_text("raise SystemExit(3)\n")
@@ -107,6 +112,7 @@ def test_targets_must_cover_every_function() -> None:
         resolve_targets(["a"], "localhost:80")
 
 
+@pytest.mark.integration
 def test_distributed_workers_split_the_schedule(tmp_path) -> None:
     wl = make_workload(np.linspace(0.0, 1.0, 21), ["a", "b", "c"] * 7)
     with ReplayTestServer() as server:
@@ -120,6 +126,7 @@ def test_distributed_workers_split_the_schedule(tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_a_worker_with_nothing_but_the_master_address_gets_the_plan(tmp_path) -> None:
     """A 'remote' worker: no schedule file, no SCORETUNE_* variables, another working directory."""
     import os
@@ -144,6 +151,7 @@ def test_a_worker_with_nothing_but_the_master_address_gets_the_plan(tmp_path) ->
     assert sorted(p.name for p in (tmp_path / "run" / "locust").glob("records-*.json")) == ["records-0.json", "records-1.json"]
 
 
+@pytest.mark.integration
 def test_missing_locust_binary_is_a_failed_run(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(replay_mod, "_command", lambda role, **kw: [str(tmp_path / "no-such-locust")])
     wl = make_workload([0.0, 0.1], ["a", "a"])
@@ -152,6 +160,7 @@ def test_missing_locust_binary_is_a_failed_run(tmp_path, monkeypatch) -> None:
     assert result.summary["count"] == result.summary["errors"] == 2
 
 
+@pytest.mark.integration
 def test_relative_out_dir_is_resolved_before_locust_starts(tmp_path, monkeypatch) -> None:
     """Locust runs in its own working directory; a relative run directory must still work."""
     monkeypatch.chdir(tmp_path)

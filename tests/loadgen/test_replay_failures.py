@@ -25,6 +25,7 @@ def _error_line(output: str) -> str:
     return errors[0]
 
 
+@pytest.mark.integration
 def test_refused_connections_are_recorded_and_exit_non_zero(tmp_path) -> None:
     wl = write_workload(make_workload([0.0, 0.05, 0.1], ["aes"] * 3), tmp_path / "w.parquet")
     port = _free_port()  # nothing listens there
@@ -40,6 +41,7 @@ def test_refused_connections_are_recorded_and_exit_non_zero(tmp_path) -> None:
     assert summary["ok"] == 0 and summary["errors"] == 3
 
 
+@pytest.mark.integration
 def test_http_errors_and_timeouts_say_which(tmp_path) -> None:
     server = ReplayTestServer(per_function={"broken": Behaviour(status=503), "hang": Behaviour(hang=True)})
     wl = make_workload([0.0, 0.05, 0.1], ["ok", "broken", "hang"])
@@ -53,6 +55,7 @@ def test_http_errors_and_timeouts_say_which(tmp_path) -> None:
     assert back["error"].isna().tolist() == [True, False, False]
 
 
+@pytest.mark.integration
 def test_a_broken_load_generator_is_one_line_and_exit_1(tmp_path, monkeypatch) -> None:
     bad = tmp_path / "broken_locustfile.py"
     bad.write_text("raise SystemExit(3)\n")

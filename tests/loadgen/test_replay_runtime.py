@@ -15,6 +15,8 @@ import pytest
 from loadgen.replay import _free_port, replay
 from loadgen.workload import make_workload
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture()
 def trace_driven_url(tmp_path):

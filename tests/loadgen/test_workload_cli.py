@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from agent.cli import app
@@ -14,6 +15,7 @@ from loadgen.workload import read_workload
 runner = CliRunner()
 
 
+@pytest.mark.integration
 def test_synth_show_and_replay(tmp_path) -> None:
     wl = tmp_path / "w.parquet"
     r = runner.invoke(app, ["workload", "synth", "steps", "--rates", "5,20", "--step-s", "1", "--functions", "float-ops=1,aes=1",

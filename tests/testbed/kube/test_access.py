@@ -89,6 +89,7 @@ def exercised(fake, tmp_path):
     return [request_of(c) for c in dict.fromkeys(fake.calls)]
 
 
+@pytest.mark.integration
 def test_every_request_is_allowed_and_every_grant_is_used(exercised):
     grants = _grants(driver_objects())
     refused = [r for r in exercised if not allowed(grants, r)]
@@ -106,6 +107,7 @@ def test_every_request_is_allowed_and_every_grant_is_used(exercised):
         assert not allowed(grants, forbidden), forbidden
 
 
+@pytest.mark.integration
 def test_the_image_state_pods_run_in_their_own_privileged_namespace(exercised, fake):
     assert {p["metadata"]["namespace"] for p in fake.image_pods} == {DRIVER_NAMESPACE}
     assert ("create", "", "pods", DRIVER_NAMESPACE, None) in exercised

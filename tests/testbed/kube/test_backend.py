@@ -326,6 +326,7 @@ def _workload(n: int = 20, duration_s: float = 2.0):
     return make_workload(np.linspace(0.0, duration_s, n), ["fn-a", "fn-b"] * (n // 2), metadata={"name": "smoke"})
 
 
+@pytest.mark.integration
 def test_run_replays_and_records_placements(fake, backend, tmp_path):
     """Real Locust replay against the fake's ingress; pods come and go through the watch."""
     backend.apply(BINPACK)
@@ -399,6 +400,7 @@ def test_an_api_error_before_the_replay_fails_the_run(fake, backend, tmp_path):
     assert fake.ingress_requests == {}
 
 
+@pytest.mark.integration
 def test_a_watch_that_breaks_during_the_run_fails_it(fake, backend, tmp_path):
     """The replay completes, but placements are incomplete: the run must not read as good."""
     fake.watch_errors.append((500, "InternalError", "watch chan error: etcdserver: no leader"))

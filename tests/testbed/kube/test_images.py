@@ -51,6 +51,7 @@ def test_the_image_state_pod_is_a_valid_pod():
     assert IMAGE_STATE_SCRIPT.index("rmi") < IMAGE_STATE_SCRIPT.index("pull") < IMAGE_STATE_SCRIPT.index('"present $i"')
 
 
+@pytest.mark.integration
 def test_reset_makes_every_node_warm_with_what_the_pods_run_and_the_run_records_it(fake, tmp_path):
     fake.cri["node-2"].pull(A)  # by tag: the tag is not what the pods run
     backend = make_backend(fake)
@@ -72,6 +73,7 @@ def test_reset_makes_every_node_warm_with_what_the_pods_run_and_the_run_records_
     assert state["seconds"] >= 0
 
 
+@pytest.mark.integration
 def test_a_cold_node_loses_the_digest_a_knative_pod_pulled_there(fake, tmp_path):
     """The defect a purge by tag had: the pods of a step pull ``repo@sha256:...`` (Knative resolved
     the tag), ``crictl rmi repo:tag`` finds no such image, ``inspecti repo:tag`` says absent, and

@@ -23,6 +23,8 @@ from testbed.errors import TestbedError
 from testbed.kube.backend import KubeBackend
 from testbed.scheduler.config import profile_from_weights
 
+pytestmark = pytest.mark.integration
+
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/scoretune-scheduler"
 BINPACK = profile_from_weights({"NodeResourcesFit": 5}, strategy="MostAllocated")
 

@@ -43,6 +43,7 @@ def test_node_state_reads_the_kubelets_conditions():
     assert node_state({"metadata": {"name": "m"}, "status": {}}).not_ready_why == "Ready is missing"
 
 
+@pytest.mark.integration
 def test_reset_refuses_a_node_that_went_not_ready_naming_it(fake):
     backend = make_backend(fake)
     backend.reset()  # the baseline: both nodes Ready and schedulable
@@ -73,6 +74,7 @@ def test_reset_refuses_a_cordoned_node_a_full_disk_and_a_missing_node(fake):
     backend.close()
 
 
+@pytest.mark.integration
 def test_a_node_lost_during_the_run_voids_the_run(fake, tmp_path):
     backend = make_backend(fake)
     backend.reset()

@@ -22,6 +22,8 @@ from testbed.kube.openwhisk_backend import OpenWhiskBackend
 from testbed.kube.render import scheduler_objects
 from testbed.scheduler.config import default_profile
 
+pytestmark = pytest.mark.integration
+
 FUNCTIONS = ("aes", "float-ops")
 STS = f"/apis/apps/v1/namespaces/{NS}/statefulsets/owdev-invoker"
 

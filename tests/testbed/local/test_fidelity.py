@@ -11,7 +11,7 @@ from functions.spec import discover_specs
 from loadgen.results import RunResult, empty_placements, summarize
 from testbed.cluster import load_cluster
 from testbed.errors import InputError
-from testbed.local.fidelity import (
+from testbed.local.studies.fidelity import (
     _spearman,
     apply_calibration,
     fidelity_profiles,

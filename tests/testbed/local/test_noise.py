@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from testbed.errors import InputError, TestbedError
-from testbed.local.noise import NoiseCell, NoiseModel, fit_noise, load_noise_model, noise_cells, write_noise
+from testbed.local.studies.noise import noise_cells
+from testbed.noise_model import NoiseCell, NoiseModel, fit_noise, load_noise_model, write_noise
 
 
 def cell_with_cv(duration: float, rate: float, cv: float, repeats: int = 5, mean: float = 0.3) -> NoiseCell:
@@ -130,7 +131,7 @@ def test_the_cpu_hog_spins_for_the_block_and_is_gone_after():
     (also when the block raises)."""
     import psutil
 
-    from testbed.local.noise import cpu_hog
+    from testbed.local.studies.noise import cpu_hog
 
     with cpu_hog(1) as procs:
         (proc,) = procs

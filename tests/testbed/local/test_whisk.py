@@ -1,4 +1,4 @@
-"""The embedded lab on OpenWhisk (testbed.local.whisk): real action containers behind OpenWhisk's
+"""The embedded lab on OpenWhisk (testbed.local.controllers.openwhisk): real action containers behind OpenWhisk's
 REST API, run through Locust like a real deployment, and the API's contract: the key, the answers
 a client relies on (401, 404, 202 then the record), the invokers' health when a node dies."""
 
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from agent.cli import app
 from loadgen.workload import write_workload
-from testbed.errors import TestbedError
+from testbed.errors import InputError, TestbedError
 from testbed.local import lab as labmod
 from testbed.local.backend import LocalBackend
 from testbed.local.state import LabState
@@ -34,7 +34,7 @@ def test_a_run_on_the_openwhisk_lab_is_recorded_from_its_activations(small_workl
     key_file = Path(state_dir) / "openwhisk" / "auth.guest"
     try:
         assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
-        assert backend.handle.openwhisk_key.count(":") == 1
+        assert backend.handle.guest_key.count(":") == 1
         backend.reset()
         backend.apply(default_profile())
         result = backend.run(wl, tmp_path / "run")
@@ -62,7 +62,7 @@ def test_a_run_on_the_openwhisk_lab_is_recorded_from_its_activations(small_workl
 
 def test_the_api_answers_as_openwhisk_does(cluster_file, state_dir):
     handle = labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk")
-    user, key = handle.openwhisk_key.split(":")
+    user, key = handle.guest_key.split(":")
     url = handle.url
     s = requests.Session()
     assert s.post(f"{url}{ACTIONS}/float-ops?blocking=true", json={}, auth=(user, "wrong")).status_code == 401
@@ -111,7 +111,7 @@ def test_attaching_to_a_lab_of_another_platform_is_refused(cluster_file, state_d
     labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk")
     with pytest.raises(TestbedError, match="serves the functions with openwhisk, not knative"):
         LocalBackend(cluster_file, state_dir=state_dir, attach=True)
-    with pytest.raises(TestbedError, match="unknown platform 'lambda'"):
+    with pytest.raises(InputError, match="unknown platform 'lambda'"):
         labmod.up(cluster_file, state_dir=Path(state_dir).parent / "other", port=0, platform="lambda")
 
 
@@ -133,7 +133,7 @@ def test_a_reset_ends_every_open_activation_and_leaves_no_container(cluster_file
     """An activation still waiting for its container when the lab resets ends as a whisk error,
     and nothing of the old state comes back afterwards: no container, no pod bound."""
     handle = labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk")
-    user, key = handle.openwhisk_key.split(":")
+    user, key = handle.guest_key.split(":")
     s = requests.Session()
     ids = [s.post(f"{handle.url}{ACTIONS}/{fn}", json={}, auth=(user, key)).json()["activationId"]
            for fn in ("float-ops", "dynamic-html")]
@@ -174,7 +174,7 @@ def test_a_full_invoker_buffers_and_recreates_as_openwhisks_pool_does(cluster_fi
 
     handle = labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk",
                        openwhisk={"invokers": 1, "user_memory_mb": 128})
-    user, key = handle.openwhisk_key.split(":")
+    user, key = handle.guest_key.split(":")
     answers: dict[str, dict] = {}
 
     def invoke(fn: str, params: dict) -> None:
@@ -199,7 +199,7 @@ def test_a_full_invoker_buffers_and_recreates_as_openwhisks_pool_does(cluster_fi
 
 
 def test_bad_openwhisk_settings_are_refused_before_anything_starts(cluster_file, state_dir):
-    with pytest.raises(TestbedError, match="unknown OpenWhisk setting"):
+    with pytest.raises(InputError, match="unknown OpenWhisk setting"):
         labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk", openwhisk={"prewarm": 2})
     with pytest.raises(Exception, match="user memory >= 128 MB"):
         labmod.up(cluster_file, state_dir=state_dir, port=0, platform="openwhisk", openwhisk={"user_memory_mb": 64})

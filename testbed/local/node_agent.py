@@ -20,7 +20,7 @@ API: ``GET /healthz``, ``GET /status``, ``POST /instances`` ``{"id", "function",
 the instance is ready or failed, with its cold-start parts), ``DELETE /instances/{id}``,
 ``POST /reset`` ``{"images": [...]}`` (kill every instance, restore the image cache).
 
-Entry point: ``python -m testbed.local.agent --state-dir DIR --node NAME``.
+Entry point: ``python -m testbed.local.node_agent --state-dir DIR --node NAME``.
 """
 
 from __future__ import annotations
@@ -378,7 +378,7 @@ async def _serve(agent: NodeAgent, state: LabState, name: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testbed.local.agent")
+    parser = argparse.ArgumentParser(prog="python -m testbed.local.node_agent")
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--node", required=True)
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
 """What every lab controller holds, whichever platform serves the functions: the nodes and their
 agents, the scheduler, node health, the record of every instance, and the control API.
 
-A platform (Knative's activator and KPA in :mod:`testbed.local.controller`, OpenWhisk's controller
-and invokers in :mod:`testbed.local.whisk`) decides *when* an instance is created and which
+A platform (Knative's activator and KPA in :mod:`testbed.local.controllers.knative`, OpenWhisk's
+controller and invokers in :mod:`testbed.local.controllers.openwhisk`) decides *when* an instance is created and which
 instance serves a request; this base places each instance with the lab's scheduler, starts it on
 its node's agent, notices a lost node and answers ``/_lab/``: ``status``, ``healthz``, ``profile``
 (POST a KubeSchedulerConfiguration), ``reset``, ``run/begin``, ``run/end`` (placements and events
@@ -25,6 +25,7 @@ from testbed.cluster import parse_cluster
 from testbed.local.placement import Placer, profile_from_config_dict
 from testbed.local.routing import Instance
 from testbed.local.state import LabState, ProcRecord
+from testbed.local.teardown import down
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +175,6 @@ class LabControl(ABC):
             if self.owner is not None and not self.owner.alive():
                 # The backend that started this lab is gone without closing it: tear it all down
                 # (agents, instances, cgroups), so a crashed experiment leaves nothing behind.
-                from testbed.local.lab import down
-
                 log.warning("the lab's owner (pid %d) is gone: stopping the lab", self.owner.pid)
                 await asyncio.get_running_loop().run_in_executor(None, down, self.state.root)
                 self.stop.set()

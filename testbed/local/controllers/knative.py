@@ -18,26 +18,24 @@ control path, so the metrics the autoscaler reads are exactly the concurrency th
   their in-flight requests fail, and the scheduler no longer places there.
 
 The nodes, the scheduler, node health and the control API under ``/_lab/`` are every platform's
-(:mod:`testbed.local.control`); a lab whose description says ``platform: openwhisk`` runs
-:mod:`testbed.local.whisk` instead.
-
-Entry point (either platform): ``python -m testbed.local.controller --state-dir DIR``.
+(:mod:`testbed.local.controllers.base`); a lab whose description says ``platform: openwhisk`` runs
+:mod:`testbed.local.controllers.openwhisk` instead. Both start as ``python -m
+testbed.local.controllers --state-dir DIR``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import random
 import time
-from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientError, ClientTimeout, web
 
+from functions.platform import Platform
 from testbed.autoscaler.kpa import SCRAPE_INTERVAL_S, TICK_INTERVAL_S, RevisionAutoscaler
-from testbed.local.control import REMOVED, LabControl, serve
+from testbed.local.controllers.base import REMOVED, LabControl
 from testbed.local.placement import revision_pod_object
 from testbed.local.routing import Instance, Revision
 from testbed.local.state import LabState
@@ -54,7 +52,7 @@ FORWARD_TIMEOUT_S = 120.0
 class Controller(LabControl):
     """The lab on Knative: the activator's routing and the KPA deciding each function's replicas."""
 
-    platform = "knative"
+    platform = Platform.KNATIVE
 
     def __init__(self, state: LabState) -> None:
         super().__init__(state)
@@ -292,34 +290,4 @@ class Controller(LabControl):
         }
 
 
-def controller_for(state: LabState) -> LabControl:
-    """The controller of the platform the lab description names (Knative unless it says otherwise)."""
-    lab = state.read_lab() or {}
-    if lab.get("platform", "knative") == "openwhisk":
-        from testbed.local.whisk import WhiskController
-
-        return WhiskController(state)
-    return Controller(state)
-
-
-def run(state_dir: Path, port: int) -> None:
-    state = LabState(state_dir)
-
-    async def main() -> None:
-        await serve(controller_for(state), state, port)
-
-    asyncio.run(main())
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testbed.local.controller")
-    parser.add_argument("--state-dir", required=True)
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s controller %(levelname)s %(message)s")
-    run(Path(args.state_dir), args.port)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+__all__ = ["Controller"]

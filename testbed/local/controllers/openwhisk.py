@@ -41,12 +41,9 @@ import base64
 import binascii
 import hmac
 import logging
-import os
-import secrets
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientError, ClientTimeout, web
@@ -57,7 +54,8 @@ from functions.openwhisk_action import (
     action_memory_mb,
     container_name,
 )
-from testbed.local.control import REMOVED, LabControl
+from functions.platform import Platform
+from testbed.local.controllers.base import REMOVED, LabControl
 from testbed.local.placement import action_pod_object
 from testbed.local.routing import Instance
 from testbed.local.state import LabState
@@ -78,27 +76,6 @@ STATUS = {0: "success", 1: "application error", 2: "action developer error", 3: 
 """``response.status`` by ``statusCode`` (apache/openwhisk ActivationResponse.scala)."""
 HTTP_BY_CODE = {0: 200, 1: 502, 2: 502, 3: 500}
 """``Actions.scala``: success 200, application or container (developer) error 502, else 500."""
-GUEST_KEY_FILE = Path("openwhisk") / "auth.guest"
-
-
-def write_guest_key(root: Path) -> str:
-    """A fresh ``UUID:KEY`` for this lab (never the chart's public default), 0600 under the state."""
-    path = root / GUEST_KEY_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = f"{uuid.uuid4()}:{secrets.token_hex(32)}"
-    path.unlink(missing_ok=True)
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-        f.write(key + "\n")
-    return key
-
-
-def read_guest_key(root: Path) -> str | None:
-    try:
-        return (root / GUEST_KEY_FILE).read_text().strip() or None
-    except OSError:
-        return None
-
-
 def _refused() -> web.Response:
     return web.json_response({"error": "The supplied authentication is invalid."}, status=401)
 
@@ -129,18 +106,18 @@ class _Action:
 class WhiskController(LabControl):
     """The lab on OpenWhisk (see the module docstring)."""
 
-    platform = "openwhisk"
+    platform = Platform.OPENWHISK
 
     def __init__(self, state: LabState) -> None:
         super().__init__(state)
         self.ow = OpenWhiskConfig(**(self.lab.get("openwhisk") or {}))  # checked by lab.up
-        key = read_guest_key(state.root)
+        key = state.read_guest_key()
         if key is None:
-            raise SystemExit(f"no OpenWhisk key in {state.root / GUEST_KEY_FILE}")
+            raise SystemExit(f"no OpenWhisk key in {state.guest_key_file}")
         self.key = key
         label, value = INVOKER_ROLE
         labelled = [n.name for n in self.cluster.nodes if n.labels.get(label) == value]
-        self.affinity = bool(labelled)  # the chart's user-pod-node-affinity, as placement.invoker_affinity
+        self.affinity = bool(labelled)  # the chart's user-pod-node-affinity, as testbed.platforms.invoker_affinity
         self.invoker_nodes = labelled or [n.name for n in self.cluster.nodes if not n.unschedulable]
         self.actions = {name: _Action(name, action_memory_mb(spec), action_concurrency(spec))
                         for name, spec in self.specs.items()}
@@ -481,4 +458,4 @@ class WhiskController(LabControl):
                 "buffered": sum(len(p.buffer) for p in self.pools)}
 
 
-__all__ = ["BLOCKING_TIMEOUT_S", "GUEST_KEY_FILE", "WhiskController", "read_guest_key", "write_guest_key"]
+__all__ = ["BLOCKING_TIMEOUT_S", "WhiskController"]
