@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from functions.platform import Platform
+from loadgen.targets import OpenWhiskTarget
 from testbed.errors import InputError, LabFault, TestbedError
 from testbed.kube.backend import KubeBackend, PodWatch
 from testbed.kube.images import FunctionImage, normalize
@@ -281,7 +282,7 @@ class OpenWhiskBackend(KubeBackend):
         return None
 
     def _replay_target(self, functions: Sequence[str]) -> dict[str, Any]:
-        return {"targets": self.api_url, "platform": "openwhisk", "auth": self.auth}
+        return {"targets": OpenWhiskTarget(self.api_url, self.auth)}
 
     def _pod_watch(self, functions: Sequence[str]) -> PodWatch:
         return PodWatch(self._core, self.namespace, functions, self.timeouts, selector=ACTION_POD_SELECTOR,
