@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from agent.cli.options import argv_tail
-from agent.cli.render import console
+from agent.cli.render import console, step_lines
 from agent.errors import AgentError
 from agent.rl.artefacts import SHIPPED_POLICY
 from testbed.platforms import Platform
@@ -48,7 +48,8 @@ def lab_table_command(
     seed_list = list(range(seeds))
     if not report_only:
         run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, duration_s=duration,
-                        backend=backend, platform=platform.value)
+                        backend=backend, platform=platform,
+                        on_step=lambda record, records: console.print(step_lines(record, records)))
     frame = collect(out, names, [m.name for m in specs], seed_list)
     config = {"scenarios": names, "methods": [m.__dict__ for m in specs], "seeds": seed_list, "steps": steps,
               "confirm": confirm, "duration_s": duration, "platform": platform.value,

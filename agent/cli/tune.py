@@ -15,7 +15,6 @@ from agent.errors import AgentError
 from agent.loop.backends import Backend
 from agent.metrics import Metric
 from agent.tuners.factory import METHODS, Method
-from functions.errors import ScoretuneError
 from testbed.platforms import Platform
 
 _RESUME_OPTIONS = {
@@ -227,14 +226,10 @@ def tune_config(args: TuneArgs, given: set[str]) -> Any:
 
 
 def _tune(args: TuneArgs, ctx: typer.Context) -> None:
-    """``scoretune tune``: the config (new or resumed), the tuner, the backend, the loop."""
-    from agent.actions import ActionCodec
-    from agent.loop.backends import KubeOptions, embedded_default_backend, make_backend, resolve_workload
+    """``scoretune tune``: the config (new or resumed), then the library builds and runs it
+    (:func:`agent.loop.session.open_session`) with the progress shown here."""
     from agent.loop.config import CONFIG_NAME, ExperimentConfig
-    from agent.objectives.sim import workload_context
-    from agent.objectives.view import user_view
-    from agent.tuners.factory import make_tuner
-    from testbed.cluster import load_cluster
+    from agent.loop.session import open_session
 
     given = given_options(ctx)
     if args.resume is not None:
@@ -252,76 +247,17 @@ def _tune(args: TuneArgs, ctx: typer.Context) -> None:
 
             shutil.rmtree(out)
         config = tune_config(args, given)
-
-    wl, scenario_cluster = resolve_workload(config.workload, seed=config.seed)
-    if config.backend != "kube" and Path(config.workload).exists():  # kube: the deployed Services decide
-        from functions.spec import check_suite_functions
-
-        check_suite_functions(wl.functions, file=config.workload)
-    cluster_name = config.cluster or scenario_cluster
-    if not cluster_name and config.backend != "kube":
-        raise AgentError("--cluster is required for this workload (it names no cluster)")
-    spec = load_cluster(cluster_name) if cluster_name else None
-    # the tuner first: a broken policy file fails before a lab starts (the twin of a live cluster
-    # without a spec is built from its Node objects, so that one waits for the backend)
-    context_facts = workload_context(spec, wl) if spec is not None else {}
-    live_twin = config.method == "twin" and spec is None
-
-    def build(cluster: Any) -> Any:
-        return make_tuner(config.method, ActionCodec(), seed=config.seed,
-                          policy=Path(config.policy) if config.policy else None, steps=config.steps,
-                          context=context_facts,
-                          view=user_view(cluster, wl, config.metric, platform=config.platform)
-                          if cluster is not None else None)
-
-    tuner = None if live_twin else build(spec)
-    if config.backend == "auto":
-        be, chosen = embedded_default_backend(seed=config.seed)
-        config = dataclasses.replace(config, backend=chosen, cluster=cluster_name)
-    else:
-        be = make_backend(config.backend, spec, seed=config.seed, kube=KubeOptions(**config.backend_options)
-                          if config.backend_options else None, platform=config.platform)
-        config = dataclasses.replace(config, cluster=cluster_name or "")
-    live = _live_cluster(be, out) if tuner is None else None
-    if tuner is None:
-        tuner = build(live)
-    _note_forced_placements(spec if spec is not None else live, be, wl, out)
-    _run_experiment(config, be, wl, tuner, out, resume=args.resume is not None)
-
-
-def _note_forced_placements(cluster: Any, be: Any, wl: Any, out: Path) -> None:
-    """Say before the first run when no weight can move any pod (every function fits one node)."""
-    from testbed.sim.scheduling import forced_placement_note
-
-    if cluster is None and callable(getattr(be, "snapshot_cluster", None)):  # kube: the live nodes
-        try:
-            cluster = be.snapshot_cluster(out / "cluster-view")
-        except ScoretuneError as err:
-            console.print(f"[yellow]could not read the cluster to check its placements: {err}[/]")
-    note = forced_placement_note(cluster, wl.functions) if cluster is not None else None
-    if note:
+    session = open_session(config, out)
+    for note in session.notes:
         console.print(f"[bold yellow]note:[/] {note}.")
+    _run_experiment(session, resume=args.resume is not None)
 
 
-def _live_cluster(be: Any, out: Path) -> Any:
-    """The cluster as the live API shows it (the kube backend's Node objects through the importer),
-    what the twin of a cluster without a spec starts from; ``out/cluster-view/`` keeps the objects."""
-    snapshot = getattr(be, "snapshot_cluster", None)
-    if not callable(snapshot):
-        be.close()
-        raise AgentError("method 'twin' needs the cluster: --cluster SPEC, or the kube backend's live nodes")
-    try:
-        return snapshot(out / "cluster-view")
-    except BaseException:
-        be.close()
-        raise
-
-
-def _run_experiment(config: Any, be: Any, wl: Any, tuner: Any, out: Path, *, resume: bool) -> None:
+def _run_experiment(session: Any, *, resume: bool) -> None:
     """The tuning loop with its progress bar and per-step lines, then the summary table."""
-    from agent.loop.experiment import Experiment
     from agent.loop.report import label_legend
 
+    config, wl, out = session.config, session.workload, session.out
     console.print(f"[bold]scoretune tune[/]: {config.method} on [bold]{config.backend}[/], cluster {config.cluster or '(live)'}, "
                   f"workload {wl.name} ({len(wl)} requests, {wl.duration_s:.0f} s), {config.steps} steps -> {out}")
     console.print("[dim]profiles: " + "\n".join(label_legend(70)) + "[/]")
@@ -336,24 +272,16 @@ def _run_experiment(config: Any, be: Any, wl: Any, tuner: Any, out: Path, *, res
         progress.console.print(step_lines(record, records))
         progress.update(task, completed=len(records))
 
-    try:
-        with progress:
-            if resume:
-                from agent.loop.log import read_log
+    with progress:
+        if resume:
+            from agent.loop.log import read_log
 
-                progress.update(task, completed=len(read_log(out)))
-            summary = Experiment(config, be, wl, tuner, out, on_start=on_start, on_step=on_step).run(resume=resume)
-    finally:
-        be.close()
+            progress.update(task, completed=len(read_log(out)))
+        summary = session.run(resume=resume, on_start=on_start, on_step=on_step)
     print_summary(summary, out)
     print_where(out, summary)
-    fits = getattr(tuner, "fits", None)
-    if fits:  # the twin's refits, one per run (a resume recomputes them from the same runs)
-        import json
-
-        from functions.atomic import write_atomic
-
-        write_atomic(out / "twin-fits.json", json.dumps(fits, indent=1, sort_keys=True) + "\n")
+    fits = session.fits
+    if fits:
         console.print(f"twin: {len(fits)} fits, the last off by {100 * (fits[-1]['metric_error'] or 0):.1f} % on the "
                       f"runs it saw ({out / 'twin-fits.json'})")
 

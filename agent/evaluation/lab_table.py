@@ -1,12 +1,13 @@
 """The paper's table on the embedded lab (``scoretune lab-table``): real processes, real Locust.
 
 For every lab scenario (a lab cluster under the lab workload of ``duration`` seconds), method and
-seed, one live tuning experiment (``scoretune tune --backend local``, ``T`` steps) whose best
+seed, one live tuning experiment (as ``scoretune tune --backend local`` runs it, ``T`` steps) whose best
 profile is confirmed by ``confirm`` paired reruns against the default weights on fresh seeds; the
 experiment applies it only when the paired interval is above zero, else it applies the default
-weights. Each experiment runs in its own process (a lab per experiment, nothing shared); one that
-finished (``summary.json``) is kept, one that was interrupted is resumed (``tune --resume``), so
-the table can be built over several sittings.
+weights. Each experiment is built by :func:`agent.loop.session.open_session`, the library call
+``tune`` makes, and starts its own lab (nothing shared); one that finished (``summary.json``) is
+kept, one that was interrupted is resumed (as ``tune --resume`` does), so the table can be built
+over several sittings.
 
 Per experiment, the figure is the improvement **the user gets**: the confirmed paired improvement
 of the applied profile, 0 when the default weights are applied. ``default`` needs no experiment: it
@@ -29,9 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from agent.errors import AgentError, InputError
 from agent.formatting import format_ci, md_cell
 from agent.stats import mean_ci
 from functions.atomic import write_atomic
+from functions.errors import ScoretuneError
 from functions.platform import DEFAULT_PLATFORM, Platform
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,14 @@ class LabMethod:
                              "'policy' or NAME=FILE")
         return cls(text)
 
-    def tune_args(self) -> list[str]:
-        return ["--policy", self.policy] if self.policy else ["--method", self.name]
+    def config_fields(self) -> dict[str, Any]:
+        """The method as an experiment's config takes it: a tuner's name, or a policy file with
+        the act mode its config names (as ``tune --policy FILE`` does)."""
+        if not self.policy:
+            return {"method": self.name, "policy": None}
+        from agent.rl.artefacts import policy_method
+
+        return {"method": policy_method(Path(self.policy)), "policy": str(self.policy)}
 
 
 def experiment_dir(out: Path, scenario: str, method: str, seed: int) -> Path:
@@ -98,10 +104,16 @@ def workload_path(out: Path, seed: int, duration_s: float) -> Path:
 
 def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMethod], seeds: Sequence[int], *,
                     steps: int, confirm: int, duration_s: float, backend: str = "local",
-                    platform: Platform = DEFAULT_PLATFORM) -> None:
-    """Every (scenario, method, seed) experiment not finished yet, one process each, in order
-    (``backend``: ``local``, the embedded lab; ``sim`` rehearses the same table on the simulator;
-    ``platform``: what serves the functions there, Knative or OpenWhisk)."""
+                    platform: Platform = DEFAULT_PLATFORM,
+                    on_step: Callable[[Any, list[Any]], None] | None = None) -> None:
+    """Every (scenario, method, seed) experiment not finished yet, in order, each built by
+    :func:`agent.loop.session.open_session` as ``scoretune tune`` builds one (``backend``:
+    ``local``, the embedded lab, a lab per experiment; ``sim`` rehearses the same table on the
+    simulator; ``platform``: what serves the functions there, Knative or OpenWhisk). An
+    interrupted experiment is resumed; ``on_step`` sees every step's record as ``tune`` shows it."""
+    from agent.loop.config import ExperimentConfig
+    from agent.loop.session import open_session
+
     for seed in seeds:
         wl = workload_path(out, seed, duration_s)
         for scenario in scenarios:
@@ -110,17 +122,20 @@ def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMe
                 if (d / "summary.json").exists():
                     log.info("%s: finished, kept", d)
                     continue
-                if (d / "experiment.jsonl").exists():
-                    cmd = ["tune", "--resume", str(d)]
+                resume = (d / "experiment.jsonl").exists()
+                if resume:
+                    config = ExperimentConfig.load(d)
                 else:
-                    cmd = ["tune", "--backend", backend, "--platform", platform, "--cluster", scenario, "--workload",
-                           str(wl), *method.tune_args(), "--steps", str(steps), "--confirm", str(confirm),
-                           "--seed", str(seed), "--out", str(d)]
-                log.info("lab table: %s", " ".join(["scoretune", *cmd]))
-                done = subprocess.run([sys.executable, "-m", "agent.cli", *cmd], check=False)
-                if done.returncode != 0:
-                    raise AgentError(f"{d}: the experiment exited with {done.returncode}; rerun the same command "
-                                     "to resume it")
+                    config = ExperimentConfig(
+                        backend=backend, platform=platform, cluster=scenario, workload=str(wl), steps=steps,
+                        confirm=confirm, seed=seed, **method.config_fields(),
+                    ).with_absolute_paths()
+                log.info("lab table: %s %s on %s, seed %d -> %s", "resuming" if resume else "running",
+                         method.name, scenario, seed, d)
+                try:
+                    open_session(config, d).run(resume=resume, on_step=on_step)
+                except (ScoretuneError, OSError) as err:
+                    raise AgentError(f"{d}: the experiment stopped ({err}); rerun the same command to resume it") from None
 
 
 def experiment_row(directory: Path) -> dict[str, Any]:

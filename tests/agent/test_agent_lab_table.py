@@ -80,18 +80,23 @@ def test_an_unfinished_experiment_is_named(tmp_path):
 
 
 def test_methods_are_checked(tmp_path):
-    assert LabMethod.parse("gp", tmp_path / "p.zip").tune_args() == ["--method", "gp"]
-    assert LabMethod.parse("policy", tmp_path / "p.zip").tune_args() == ["--policy", str(tmp_path / "p.zip")]
+    assert LabMethod.parse("gp", tmp_path / "p.zip").config_fields() == {"method": "gp", "policy": None}
+    assert LabMethod.parse("policy", tmp_path / "p.zip") == LabMethod("policy", str(tmp_path / "p.zip"))
+    from agent.rl.artefacts import SHIPPED_POLICY, policy_method
+
+    fields = LabMethod.parse("policy", SHIPPED_POLICY).config_fields()  # the policy acts as its config says
+    assert fields == {"method": policy_method(SHIPPED_POLICY), "policy": str(SHIPPED_POLICY)}
+    assert fields["method"] in ("policy", "policy-sample")
     with pytest.raises(AgentError, match="not a baseline"):
         LabMethod.parse("gpp", tmp_path / "p.zip")
     with pytest.raises(InputError, match="does not exist"):
         LabMethod.parse(f"mine={tmp_path / 'none.zip'}", tmp_path / "p.zip")
 
 
-@pytest.mark.integration
 def test_run_experiments_runs_each_missing_experiment_and_resumes_an_interrupted_one(tmp_path):
-    """Real ``scoretune tune`` processes (on the simulator, to be quick): a missing cell gets its
-    experiment, a finished one is kept, an interrupted one is resumed, and the table is built."""
+    """Experiments built as ``scoretune tune`` builds them (on the simulator, to be quick), in this
+    process: a missing cell gets its experiment, a finished one is kept, an interrupted one is
+    resumed, and the table is built."""
     from agent.evaluation.lab_table import run_experiments
 
     write_experiment(tmp_path, "lab-small", "random", 0, applied=False)  # finished earlier
@@ -110,17 +115,17 @@ def test_run_experiments_runs_each_missing_experiment_and_resumes_an_interrupted
     assert list(frame["method"]) == ["hill", "random"] and frame["reference_s"].gt(0).all()
 
 
-@pytest.mark.integration
 def test_a_failed_experiment_stops_the_table_saying_how_to_resume(tmp_path):
     from agent.evaluation.lab_table import run_experiments
 
-    with pytest.raises(AgentError, match="exited with 1; rerun the same command to resume it"):
+    with pytest.raises(AgentError, match=r"no-such-cluster.*the experiment stopped .*no-such-cluster.*; rerun the "
+                                         "same command to resume it"):
         run_experiments(tmp_path, ["no-such-cluster"], [LabMethod("hill")], [0], steps=1, confirm=1, duration_s=5.0,
                         backend="sim")
 
 
 def test_the_transfer_baselines_are_lab_table_methods(tmp_path):
     for name in ("learned-default", "ws-cmaes", "gp-warm", "task-mixture"):
-        assert LabMethod.parse(name, tmp_path / "p.zip").tune_args() == ["--method", name]
+        assert LabMethod.parse(name, tmp_path / "p.zip").config_fields() == {"method": name, "policy": None}
     with pytest.raises(AgentError, match="gp-warm"):  # the message lists them
         LabMethod.parse("nope", tmp_path / "p.zip")
