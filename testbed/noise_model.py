@@ -2,7 +2,7 @@
 repeated runs, and the calibration file that keeps it.
 
 The lab measures it (:mod:`testbed.local.studies.noise`, ``scoretune calibrate --noise``); the
-evaluation and training draw from it (``agent.objectives.noise``). The model sits here, beside
+evaluation and training draw from it (``agent.objectives.noisy``). The model sits here, beside
 the other shared models of ``testbed``, so neither side reaches into the lab's folder for it.
 
 Model: ``cv = c0 * (N / N0)^a * (d / d0)^b`` with ``N = d * r`` the requests of one run, ``d`` its

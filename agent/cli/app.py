@@ -158,7 +158,8 @@ bench_app.command("agent", help="Environment steps/s on the simulator, tuner ove
 bench_app.command("grid", help="The evaluation grid's tuner runs per second on the process pool and a local Ray.")(
     bench_grid)
 
-from agent.cli.twin import report_command, twin_app  # noqa: E402
+from agent.cli.report import report_command  # noqa: E402
+from agent.cli.twin import twin_app  # noqa: E402
 
 app.command("report", help="Where the time went in a run: requests, latency, cold starts, pulls per node.")(report_command)
 app.add_typer(twin_app, name="twin", help="The twin of your cluster: fit it from measured runs, export it.")

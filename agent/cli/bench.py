@@ -83,7 +83,7 @@ def bench_grid(
     import tempfile
 
     from agent.compute import Compute, connect_ray
-    from agent.evaluation.protocol import Protocol, evaluate
+    from agent.evaluation.study import Protocol, evaluate
     from loadgen.workload import write_workload
     from testbed.cluster import CLUSTERS_DIR
     from testbed.scenarios import lab_workload

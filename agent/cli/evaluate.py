@@ -129,7 +129,7 @@ def evaluate_command(
     protocol: Noise = typer.Option(Noise.NOISE_FREE, help="noise-free: every run of an experiment on one simulator "
                                    "seed, a measurement is the truth; noisy: every run a fresh seed and a calibrated "
                                    "measurement error, methods scored by the true quality of the profile they apply "
-                                   "(agent/evaluation/protocol.py)."),
+                                   "(agent/evaluation/study.py)."),
     noise: Path = typer.Option(NOISE_CALIBRATION, help="noisy: the noise calibration (`scoretune calibrate --noise`)."),
     budgets: str = typer.Option("1,2,3,5,10,20", help="noisy: the budgets (runs after the reference) of the budget "
                                 "table, comma-separated; each is its own experiment."),
@@ -144,7 +144,7 @@ def evaluate_command(
                                       "(KPA, activator) or OpenWhisk (balancer, invokers' container pools)."),
 ) -> None:
     """Run every method on every scenario and write the results table, budget table and plots."""
-    from agent.evaluation.protocol import Protocol, evaluate
+    from agent.evaluation.study import Protocol, evaluate
 
     noisy = protocol == Noise.NOISY
     if json_out is not None and json_out.is_dir():
@@ -243,7 +243,7 @@ def combine_command(
     """One results table from several evaluations (a set evaluated in parts, or new policies on
     scenarios the baselines already ran on), rescored together. The protocol (noise-free or noisy)
     is read from the results."""
-    from agent.evaluation.protocol import combine
+    from agent.evaluation.study import combine
 
     table = combine(dirs, out, [m for m in methods.split(",") if m] or None, steps=steps or None,
                     scenarios=[p for p in scenarios.split(",") if p] or None)

@@ -12,7 +12,7 @@ import typer
 from agent.cli.options import address, dataclass_command, finite, given_options, node_names, opt, same_cluster
 from agent.cli.render import console, print_summary, print_where, progress_bar, step_lines
 from agent.errors import AgentError
-from agent.loop.backends import Backend
+from agent.loop.backends import BackendName
 from agent.metrics import Metric
 from agent.tuners.factory import METHODS, Method
 from testbed.platforms import Platform
@@ -110,7 +110,7 @@ class TuneArgs:
     :class:`agent.rl.train.Args`). The fields as typed; :func:`tune_config` turns them into an
     :class:`agent.loop.config.ExperimentConfig`."""
 
-    backend: Backend = opt("Where to run (local: the embedded lab).", "sim")
+    backend: BackendName = opt("Where to run (local: the embedded lab).", "sim")
     platform: Platform = opt("What serves the functions: Knative Serving or OpenWhisk (every backend).",
                              "knative")
     cluster: str = opt("Cluster spec name or path (default: the workload scenario's).", "")

@@ -1,48 +1,18 @@
-"""``scoretune report RUN_DIR`` (where the time went, per node) and ``scoretune twin fit`` (the
-twin of a cluster fitted from its runs, exported as a cluster spec ``sim run`` and ``evaluate``
-load)."""
+"""``scoretune twin``: the twin of a cluster fitted from its runs (``fit``, exported as a cluster
+spec ``sim run`` and ``evaluate`` load), what each mismatch level does, and the twin's studies."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import typer
 
 from agent.cli.render import console
+from agent.cli.report import read_where
 from agent.errors import AgentError, InputError
 
 twin_app = typer.Typer(help="The twin of your cluster: fit it from measured runs, export it.", no_args_is_help=True)
-
-
-def _run(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A run directory's summary and its ``where`` section (computed from the tables for a run
-    written before summaries carried it)."""
-    from loadgen.results import read_run
-    from loadgen.where import where_time_went
-
-    if not directory.is_dir():
-        raise InputError("not a run directory (a folder with requests.parquet, placements.parquet and summary.json)",
-                         file=directory)
-    run = read_run(directory)
-    where = run.summary.get("where")
-    if not isinstance(where, dict) or "nodes" not in where:
-        where = where_time_went(run.requests, run.placements)
-    return run.summary, where
-
-
-def report_command(run_dir: Path = typer.Argument(..., help="A run directory (sim, local or kube).")) -> None:
-    """Where the time went in one run: requests, latency, cold starts and image pulls per node."""
-    from loadgen.where import where_table_lines
-
-    summary, where = _run(run_dir)
-    mean = summary.get("latency_mean_s")
-    console.print(f"{run_dir}: {summary.get('count', 0)} requests, {summary.get('ok', 0)} ok, mean "
-                  f"{'-' if mean is None else f'{mean:.4f} s'} on {summary.get('backend', '?')}"
-                  + (" [bold red](failed run)[/]" if summary.get("failed") else ""))
-    for line in where_table_lines(where):
-        console.print(line, markup=False, highlight=False)
 
 
 @twin_app.command("fit")
@@ -73,7 +43,7 @@ def fit_command(
     observations = []
     timeout = 30.0
     for directory in runs:
-        summary, where = _run(directory)
+        summary, where = read_where(directory)
         if summary.get("failed"):
             raise InputError("is a failed run: its numbers are void, leave it out", file=directory / "summary.json")
         unknown = sorted(set(where.get("nodes") or {}) - {n.name for n in view.nodes})

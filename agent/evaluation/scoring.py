@@ -1,4 +1,4 @@
-"""The evaluation's figures, from result rows of either noise setting (agent.evaluation.protocol).
+"""The evaluation's figures, from result rows of either noise setting (agent.evaluation.study).
 
 Per row (scenario, seed, budget, method), with ``t_ref`` the default weights' truth, ``t_app`` the
 truth of the applied profile, ``t_bb`` the best baseline's ``t_app`` in the same cell (the baseline,

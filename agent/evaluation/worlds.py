@@ -1,4 +1,4 @@
-"""What one task's experiments measure and are judged by (agent.evaluation.protocol): the
+"""What one task's experiments measure and are judged by (agent.evaluation.study): the
 noise-free world (each seed its own objective, a measurement is the truth) and the noisy one (fresh
 seeds and a calibrated error, the truth a mean over seeds no measurement draws). With a mismatch
 level, both run the scenario perturbed as no twin is, and a tuner sees only the view of the
@@ -19,7 +19,7 @@ from agent.evaluation.runner import oracle_runs, oracle_top
 from agent.objectives.protocol import Objective
 from agent.objectives.sim import mismatch_truth
 
-Protocol = Task = Any  # agent.evaluation.protocol's, which imports this module (no cycle)
+Protocol = Task = Any  # agent.evaluation.study's, which imports this module (no cycle)
 
 ObjectiveFactory = Callable[[str, int, str], Objective]
 
@@ -73,7 +73,7 @@ def _exact_world(task: Task, seed: int, factory: ObjectiveFactory, codec: Action
 
 
 def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> World:
-    from agent.objectives.noise import NoisyObjective, Truth, extra_cv
+    from agent.objectives.noisy import NoisyObjective, Truth, extra_cv
     from agent.objectives.sim import workload_context
     from agent.objectives.view import objective_view
     from testbed.noise_model import NoiseModel

@@ -21,15 +21,16 @@ log = logging.getLogger(__name__)
 
 
 
-class Backend(StrEnum):
-    """Where ``scoretune tune`` runs (a typer option annotated ``Backend`` lists them in ``--help``)."""
+class BackendName(StrEnum):
+    """Where ``scoretune tune`` runs, by name (a typer option annotated ``BackendName`` lists them in
+    ``--help``); the backends themselves implement :class:`testbed.backend.Backend`."""
 
     SIM = "sim"
     LOCAL = "local"
     KUBE = "kube"
 
 
-BACKENDS: tuple[str, ...] = tuple(b.value for b in Backend)
+BACKENDS: tuple[str, ...] = tuple(b.value for b in BackendName)
 LAB_WORKLOAD = "lab"
 
 

@@ -51,7 +51,7 @@ class SchedulerTuningEnv(gym.Env):
     A percentage improvement (percent points), one of ``agent.rl.rewards.TRAIN_REWARDS``: over the
     previous step, the part of a new best (relative to the reference), over the reference, or
     (``true``) the change of the incumbent's true latency, read from the objective's ``truth``
-    (a :class:`~agent.objectives.noise.TrainingObjective`; an objective without one is its own truth).
+    (a :class:`~agent.objectives.noisy.TrainingObjective`; an objective without one is its own truth).
 
     ## Episode End
     ``terminated`` after ``steps`` runs: the experiment's budget is part of the task and the step

@@ -13,7 +13,7 @@ observations, plus the exact command), ``checkpoints/``, TensorBoard and CSV log
 
 ``--algo recurrent-ppo`` (sb3-contrib's RecurrentPPO, an LSTM policy) is the paper's alternative
 to frame stacking: the LSTM carries the history the stacked frames would. ``--noise FILE`` trains
-on noisy episodes (agent/objectives/noise.py): every run a fresh simulator seed and a calibrated measurement
+on noisy episodes (agent/objectives/noisy.py): every run a fresh simulator seed and a calibrated measurement
 error, as a real lab measures.
 """
 
@@ -107,7 +107,7 @@ class Args:
     progress_bar: bool = _doc("Show SB3's progress bar.", default=True)
     ship: str = _doc("Write the policy network to agent/policies/NAME.{zip,json} (empty = don't).", default="")
     noise: str = _doc("A noise calibration (`scoretune calibrate --noise`): train on noisy episodes, every run a "
-                      "fresh simulator seed and a calibrated measurement error (agent/objectives/noise.py); empty = the "
+                      "fresh simulator seed and a calibrated measurement error (agent/objectives/noisy.py); empty = the "
                       "noise-free protocol.", default="")
     noise_scale: float = _doc("With --noise: multiply the calibrated spread by this (0.25 = a lab a quarter as noisy; "
                               "as `evaluate --noise-scale`).", default=1.0)
@@ -132,7 +132,7 @@ def make_sampler(args: Args, noise: Any = None):
 
 def _noisy(sampler: Any, noise: Any, args: Args):
     """``sampler`` measured with ``noise``; with the ``true`` reward each objective carries its truth."""
-    from agent.objectives.noise import NoisySampler
+    from agent.objectives.noisy import NoisySampler
     from agent.rl.rewards import TRUE_REWARD
 
     return NoisySampler(sampler, noise, truth_seeds=args.truth_seeds if args.reward == TRUE_REWARD else 0)

@@ -4,7 +4,7 @@ Noise-free, the profile to apply is the best one measured. Under noise the best 
 partly luck (the winner's curse), so how a tuner picks what it applies is part of the method:
 plain tuners apply the profile with the lowest mean of its measurements (the reference among
 them, which wins a tie), what a user reading the log would pick; a tuner with a ``recommend``
-method (``gp-noisy``, ``X+reeval``: agent.tuners.noise) applies what it recommends. The live
+method (``gp-noisy``, ``X+reeval``: agent.tuners.noise_aware) applies what it recommends. The live
 experiment then applies that profile only when it beats the reference beyond the noise
 (agent.loop.experiment).
 """

@@ -43,7 +43,7 @@ or a :class:`Measured` with the run's facts."""
 
 def observe(tuner: object, facts: Mapping[str, float] | None) -> None:
     """Hand ``facts`` to ``tuner`` if it reads them (has ``observe``); the one place that asks, so
-    the wrappers (agent.tuners.handover, agent.tuners.noise) pass them on the same way."""
+    the wrappers (agent.tuners.handover, agent.tuners.noise_aware) pass them on the same way."""
     method = getattr(tuner, "observe", None)
     if facts and callable(method):
         method(facts)

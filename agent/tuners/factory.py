@@ -15,7 +15,7 @@ The grammar of a method name:
   policy file; in ``evaluate``, any name mapped to a policy file (``--ablation NAME=FILE``), where
   ``NAME:sample`` draws with the spread of its JSON and ``NAME:sample-stdX`` with X times it;
 - any of them with ``+reeval`` or ``+reevalK``: the last runs of the budget re-measure the
-  incumbent (agent.tuners.noise);
+  incumbent (agent.tuners.noise_aware);
 - any of them with ``+gpK``: it proposes the first K runs, then GP-BO continues from every run
   (agent.tuners.handover), e.g. ``policy:sample+gp3``.
 """
@@ -34,7 +34,7 @@ from agent.actions import ActionCodec
 from agent.errors import AgentError
 from agent.objectives.view import UserView
 from agent.tuners.handover import HandOver, split_handover
-from agent.tuners.noise import NoisyGP, Reeval, split_rule
+from agent.tuners.noise_aware import NoisyGP, Reeval, split_rule
 from agent.tuners.protocol import Tuner
 from agent.tuners.search import FixedTuner, HillClimber, OptunaTuner, RandomTuner
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import agent.evaluation.tables
-from agent.evaluation.protocol import combine
+from agent.evaluation.study import combine
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "results"

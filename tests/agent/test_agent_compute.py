@@ -21,7 +21,7 @@ import agent_fixtures  # noqa: E402
 from agent.cli import app  # noqa: E402
 from agent.compute import Compute, run_tasks  # noqa: E402
 from agent.errors import AgentError  # noqa: E402
-from agent.evaluation.protocol import Protocol, evaluate  # noqa: E402
+from agent.evaluation.study import Protocol, evaluate  # noqa: E402
 from loadgen.workload import write_workload  # noqa: E402
 from testbed.cluster import CLUSTERS_DIR  # noqa: E402
 from testbed.scenarios import lab_workload  # noqa: E402

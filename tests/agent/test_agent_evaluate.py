@@ -9,8 +9,8 @@ import pytest
 from agent_fixtures import AnalyticObjective
 
 from agent.errors import AgentError
-from agent.evaluation.protocol import Protocol, combine, evaluate
 from agent.evaluation.scoring import budget_table, score, summary_table
+from agent.evaluation.study import Protocol, combine, evaluate
 from agent.evaluation.tables import budget_markdown
 
 
@@ -148,7 +148,7 @@ def test_combine_refuses_overlaps_gaps_and_strangers(tmp_path):
 def test_an_openwhisk_evaluation_runs_openwhisk_caches_its_own_oracle_and_tells_the_tuners():
     """The platform is a known fact of the deployment (SimConfig), apart from the mismatch truth:
     with no mismatch there is no truth, and every run is still OpenWhisk's."""
-    from agent.evaluation.protocol import Protocol, _oracle_key
+    from agent.evaluation.study import Protocol, _oracle_key
     from agent.evaluation.worlds import deployment
     from agent.objectives.sim import mismatch_truth, scenario_objective, sim_summary
     from agent.objectives.view import objective_view
@@ -172,7 +172,7 @@ def test_an_openwhisk_evaluation_runs_openwhisk_caches_its_own_oracle_and_tells_
 
 
 def test_an_unknown_platform_is_refused_by_the_protocol():
-    from agent.evaluation.protocol import Protocol
+    from agent.evaluation.study import Protocol
 
     with pytest.raises(AgentError, match="unknown platform 'lambda'"):
         Protocol(platform="lambda").check()

@@ -191,7 +191,7 @@ def test_the_live_loop_logs_the_facts_and_a_resume_replays_them(tmp_path, monkey
 def test_the_plain_name_is_the_validated_tuner(tmp_path, monkeypatch):
     from agent.tuners.handover import HandOver
     from agent.tuners.mixture import HANDOVER, SIGMA, WIDTH
-    from agent.tuners.noise import Reeval
+    from agent.tuners.noise_aware import Reeval
 
     path = tmp_path / "prior.json"
     _with_facts().save(path)
@@ -251,7 +251,7 @@ def test_a_prior_file_given_is_the_one_every_transfer_method_reads(tmp_path, mon
 
 
 def test_evaluate_checks_the_prior_before_anything_runs(tmp_path):
-    from agent.evaluation.protocol import evaluate
+    from agent.evaluation.study import evaluate
 
     broken = tmp_path / "prior.json"
     broken.write_bytes(b"\x00\x01 not json")

@@ -8,16 +8,16 @@ import math
 import numpy as np
 import pytest
 
-import agent.objectives.noise as noisy
+import agent.objectives.noisy as noisy
 import agent.objectives.sim as so
 from agent.actions import ActionCodec
 from agent.errors import AgentError
-from agent.evaluation.protocol import Protocol, combine, evaluate
 from agent.evaluation.runner import run_experiment
 from agent.evaluation.scoring import score
-from agent.objectives.noise import TRUTH_SEED_BASE, NoisyObjective, Truth, extra_cv, lognormal_sigma
+from agent.evaluation.study import Protocol, combine, evaluate
+from agent.objectives.noisy import TRUTH_SEED_BASE, NoisyObjective, Truth, extra_cv, lognormal_sigma
 from agent.tuners.applied import applied_setting, best_mean
-from agent.tuners.noise import NoiseRule, Reeval, gp_posterior_best, split_rule
+from agent.tuners.noise_aware import NoiseRule, Reeval, gp_posterior_best, split_rule
 from testbed.noise_model import NoiseModel
 
 

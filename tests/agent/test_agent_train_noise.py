@@ -36,7 +36,7 @@ def test_a_bad_noise_file_fails_before_training(tmp_path, text):
 
 
 def test_training_on_noisy_episodes_records_the_calibration(tmp_path, monkeypatch):
-    import agent.objectives.noise
+    import agent.objectives.noisy
     from agent.objectives.sim import SimObjective
     from loadgen.synth import poisson
     from testbed.cluster import load_cluster
@@ -51,20 +51,20 @@ def test_training_on_noisy_episodes_records_the_calibration(tmp_path, monkeypatc
     cluster = load_cluster("lab-small")
     workload = poisson(2.0, 10.0, ["float-ops", "aes"], seed=0)
     bases: list[SimObjective] = []
-    noisy: list[agent.objectives.noise.NoisyObjective] = []
+    noisy: list[agent.objectives.noisy.NoisyObjective] = []
 
     def sampler(rng):
         bases.append(SimObjective(cluster, workload, seed=int(rng.integers(3))))
         return bases[-1]
 
-    real = agent.objectives.noise.noisy_objective
+    real = agent.objectives.noisy.noisy_objective
 
     def recording(objective, noise_model, **kw):
         assert noise_model == model  # the calibrated model for --metric
         noisy.append(real(objective, noise_model, **kw))
         return noisy[-1]
 
-    monkeypatch.setattr(agent.objectives.noise, "noisy_objective", recording)
+    monkeypatch.setattr(agent.objectives.noisy, "noisy_objective", recording)
     model_path = train(_tiny(tmp_path, path), sampler=sampler)
 
     # every episode ran on a noisy objective wrapping the sampler's, and measured with noise
@@ -121,7 +121,7 @@ def _lab_noise(tmp_path) -> Path:
 def test_true_reward_training_gives_each_episode_its_truth_and_records_it(tmp_path, monkeypatch):
     """--reward true --noise: every episode's objective carries a Truth over seeds no measurement
     draws, computed only for incumbents; the policy's config says how it was paid."""
-    import agent.objectives.noise as noise_mod
+    import agent.objectives.noisy as noise_mod
     from agent.objectives.sim import SimObjective
     from loadgen.synth import poisson
     from testbed.cluster import load_cluster

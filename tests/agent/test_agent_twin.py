@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from agent.actions import ActionCodec
 from agent.cli import app
 from agent.errors import AgentError
-from agent.evaluation.protocol import Protocol, Task
 from agent.evaluation.runner import run_experiment
+from agent.evaluation.study import Protocol, Task
 from agent.evaluation.worlds import _exact_world, _noisy_world
 from agent.objectives.sim import SimObjective
 from agent.tuners.factory import is_method, make_tuner

@@ -13,7 +13,7 @@ How a run is measured and what the truth is are the two sides of the noise:
 - **noise-free** (no noise model; one truth seed): every run of an experiment is the scenario on the
   simulator with the seed ``i`` (or ``--sim-seed``), memoised by profile; a profile's truth is that
   measurement, so every run any method made bounds the oracle (truth per scenario and seed).
-- **noisy** (a noise model, ``truth_seeds >= 2``; agent.objectives.noise): every run draws a fresh
+- **noisy** (a noise model, ``truth_seeds >= 2``; agent.objectives.noisy): every run draws a fresh
   simulator seed and a calibrated measurement error (common random numbers: the same stream for
   every method at a seed and budget), and the truth of a profile is its mean over truth seeds no
   measurement draws, defined per scenario. Only applied profiles' truths bound the oracle.

@@ -1,0 +1,40 @@
+"""``scoretune report RUN_DIR``: where the time went in one run, per node (any backend's run directory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from agent.cli.render import console
+from agent.errors import InputError
+
+
+def read_where(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run directory's summary and its ``where`` section (computed from the tables for a run
+    written before summaries carried it)."""
+    from loadgen.results import read_run
+    from loadgen.where import where_time_went
+
+    if not directory.is_dir():
+        raise InputError("not a run directory (a folder with requests.parquet, placements.parquet and summary.json)",
+                         file=directory)
+    run = read_run(directory)
+    where = run.summary.get("where")
+    if not isinstance(where, dict) or "nodes" not in where:
+        where = where_time_went(run.requests, run.placements)
+    return run.summary, where
+
+
+def report_command(run_dir: Path = typer.Argument(..., help="A run directory (sim, local or kube).")) -> None:
+    """Where the time went in one run: requests, latency, cold starts and image pulls per node."""
+    from loadgen.where import where_table_lines
+
+    summary, where = read_where(run_dir)
+    mean = summary.get("latency_mean_s")
+    console.print(f"{run_dir}: {summary.get('count', 0)} requests, {summary.get('ok', 0)} ok, mean "
+                  f"{'-' if mean is None else f'{mean:.4f} s'} on {summary.get('backend', '?')}"
+                  + (" [bold red](failed run)[/]" if summary.get("failed") else ""))
+    for line in where_table_lines(where):
+        console.print(line, markup=False, highlight=False)
