@@ -48,7 +48,7 @@ from starlette.routing import Route
 
 from functions.errors import FunctionsError
 from functions.payload import PayloadError
-from functions.platform import PLATFORMS
+from functions.platform import PLATFORMS, Platform
 
 log = logging.getLogger(__name__)
 
@@ -364,7 +364,7 @@ def serve(
         raise FunctionsError(f"--protocol {protocol!r}: one of {', '.join(PROTOCOLS)}")
     instance = build_app(name)
     app = instance.app
-    if protocol != "knative":
+    if protocol != Platform.KNATIVE:
         from functions.openwhisk import ActionProxy
 
         proxy = ActionProxy(instance)

@@ -15,7 +15,7 @@ from agent.errors import AgentError
 from agent.metrics import Metric
 from agent.rl.artefacts import SHIPPED_POLICY
 from agent.tuners.factory import BASELINES, MethodSpec
-from testbed.platforms import Platform
+from testbed.platforms import DEFAULT_PLATFORM, Platform
 
 NOISE_CALIBRATION = Path(__file__).resolve().parents[2] / "docs" / "results" / "noise" / "quiet.yaml"
 """The noisy protocol's default: the lab measured on a quiet machine (docs/results/noise: 8 repeats per cell; the
@@ -140,7 +140,7 @@ def evaluate_command(
     mismatch: str = typer.Option("none", help="The truth's perturbations no twin has (testbed/sim/mismatch.py): none, "
                                  "mild, default, severe: hidden node speeds, pull bandwidths and work, interference of "
                                  "busy pods, a load-dependent slowdown, zone latency (docs/twin.md)."),
-    platform: Platform = typer.Option(Platform.KNATIVE, help="What serves the functions in every run: Knative "
+    platform: Platform = typer.Option(DEFAULT_PLATFORM, help="What serves the functions in every run: Knative "
                                       "(KPA, activator) or OpenWhisk (balancer, invokers' container pools)."),
 ) -> None:
     """Run every method on every scenario and write the results table, budget table and plots."""
@@ -167,10 +167,10 @@ def evaluate_command(
         model = load_noise_model(noise, metric.value).scaled(noise_scale)
         p = Protocol(steps=steps, budgets=tuple(_int_list(budgets, "--budgets")), noise=model.to_dict(),
                      truth_seeds=truth_seeds, oracle_runs=oracle_runs, metric=metric.value, mismatch=mismatch,
-                     platform=str(platform))
+                     platform=platform)
     else:
         p = Protocol(steps=steps, oracle_runs=oracle_runs, metric=metric.value,
-                     sim_seed=None if sim_seed < 0 else sim_seed, mismatch=mismatch, platform=str(platform))
+                     sim_seed=None if sim_seed < 0 else sim_seed, mismatch=mismatch, platform=platform)
     config = {"split": split, "command": "scoretune evaluate " + " ".join(argv_tail("evaluate"))}
     if noisy:
         config["noise_source"] = str(noise)

@@ -10,7 +10,7 @@ from agent.cli.options import argv_tail
 from agent.cli.render import console, step_lines
 from agent.errors import AgentError
 from agent.rl.artefacts import SHIPPED_POLICY
-from testbed.platforms import Platform
+from testbed.platforms import DEFAULT_PLATFORM, Platform
 
 
 def lab_table_command(
@@ -28,7 +28,7 @@ def lab_table_command(
     shipped: str = typer.Option("policy", help="The method compared with GP-BO in the last column."),
     backend: str = typer.Option("local", help="local: the embedded lab; sim: a rehearsal of the same table on the "
                                 "simulator (minutes, not hours)."),
-    platform: Platform = typer.Option(Platform.KNATIVE, help="What serves the functions in every experiment: "
+    platform: Platform = typer.Option(DEFAULT_PLATFORM, help="What serves the functions in every experiment: "
                                       "Knative (activator, KPA) or OpenWhisk (controller, invokers)."),
     report_only: bool = typer.Option(False, "--report-only", metavar="", help="Only build the table from finished "
                                      "experiments."),

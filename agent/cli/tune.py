@@ -15,7 +15,7 @@ from agent.errors import AgentError
 from agent.loop.backends import BackendName
 from agent.metrics import Metric
 from agent.tuners.factory import METHODS, Method
-from testbed.platforms import Platform
+from testbed.platforms import DEFAULT_PLATFORM, Platform
 
 _RESUME_OPTIONS = {
     "backend": "--backend", "cluster": "--cluster", "workload": "--workload", "policy": "--policy",
@@ -112,7 +112,7 @@ class TuneArgs:
 
     backend: BackendName = opt("Where to run (local: the embedded lab).", "sim")
     platform: Platform = opt("What serves the functions: Knative Serving or OpenWhisk (every backend).",
-                             "knative")
+                             DEFAULT_PLATFORM.value)
     cluster: str = opt("Cluster spec name or path (default: the workload scenario's).", "")
     workload: str = opt("Workload: a Parquet file, 'lab', or a scenario name.", "lab")
     policy: Path | None = opt("Tune with this trained policy (zip; its .json beside it), acting as its config's "

@@ -279,9 +279,9 @@ def evaluate(
 def _platform_of(directory: Path) -> str:
     """What an evaluation ran on (its evaluation.json; Knative for those written before platforms)."""
     try:
-        return str(json.loads((directory / "evaluation.json").read_text(encoding="utf-8")).get("platform", "knative"))
+        return str(json.loads((directory / "evaluation.json").read_text(encoding="utf-8")).get("platform", DEFAULT_PLATFORM))
     except (OSError, ValueError, AttributeError):
-        return "knative"
+        return str(DEFAULT_PLATFORM)
 
 
 def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None = None, *, steps: int | None = None,

@@ -12,7 +12,7 @@ import typer
 from testbed.errors import InputError
 from testbed.local import lab as labmod
 from testbed.local.state import LabState
-from testbed.platforms import Platform, platform_entry
+from testbed.platforms import DEFAULT_PLATFORM, Platform, platform_entry
 
 app = typer.Typer(help="The embedded lab: real node agents, ingress/activator, KPA and scheduler on this machine.", no_args_is_help=True)
 
@@ -31,7 +31,7 @@ def up_cmd(
     port: int = typer.Option(labmod.DEFAULT_PORT, "--port", help="Ingress port on 127.0.0.1 (0: any free port)."),
     cpu: str = typer.Option("auto", "--cpu", help="CPU enforcement: auto, cgroup-v2, cgroup-v1 or duty-cycle."),
     seed: int = typer.Option(0, "--seed"),
-    platform: Platform = typer.Option(Platform.KNATIVE, "--platform", help="What serves the functions: Knative's "
+    platform: Platform = typer.Option(DEFAULT_PLATFORM, "--platform", help="What serves the functions: Knative's "
                                       "activator and KPA, or OpenWhisk's controller and invokers (its REST API)."),
     state_dir: Path | None = _STATE,
 ) -> None:

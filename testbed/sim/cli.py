@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from testbed.errors import ConfigError
-from testbed.platforms import Platform
+from testbed.platforms import DEFAULT_PLATFORM, Platform
 
 app = typer.Typer(help="The discrete-event simulator of Knative or OpenWhisk on Kubernetes.", no_args_is_help=True)
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def run(
     profile: str | None = typer.Option(None, "--profile", help="Profile (schedulerName) of --config; default: its first."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the per-request work draws and the scheduler's tie-breaks."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory to write (requests, placements, summary)."),
-    platform: Platform = typer.Option(Platform.KNATIVE, "--platform",
+    platform: Platform = typer.Option(DEFAULT_PLATFORM, "--platform",
                                       help="What serves the functions: Knative (KPA, activator) or OpenWhisk."),
 ) -> None:
     """Simulate one run and write a run directory, as the live backends do."""
@@ -77,7 +77,7 @@ def run(
     with Progress("sim run") as bar:
         bar.phase("reading the cluster and the profile")
         backend = SimBackend(load_cluster(cluster), seed=seed, progress=True,
-                             config=SimConfig(platform=str(platform)))
+                             config=SimConfig(platform=platform))
         backend.apply(_profile(weights, config, profile))
         bar.phase("reading the workload")
         wl = _workload(workload)
@@ -169,7 +169,7 @@ def bench_workload(peak: float, *, step_s: float = 60.0, seed: int = 0) -> Any:
 def bench_sim(
     json_out: bool = typer.Option(False, "--json", help="Print JSON (the only output format)."),
     repeat: int = typer.Option(3, "--repeat", min=1, help="Timed evaluations per scenario (the best is reported)."),
-    platform: Platform = typer.Option(Platform.KNATIVE, "--platform", help="The platform simulated: Knative's "
+    platform: Platform = typer.Option(DEFAULT_PLATFORM, "--platform", help="The platform simulated: Knative's "
                                       "kernel, or OpenWhisk's event loop."),
 ) -> None:
     """Completed invocations per wall second of `evaluate` (one core, JIT warm-up excluded)."""
@@ -178,7 +178,7 @@ def bench_sim(
     from testbed.sim.backend import evaluate
     from testbed.sim.engine import SimConfig
 
-    config = SimConfig(platform=platform.value)
+    config = SimConfig(platform=platform)
     # warm-up: compile (or load from numba's cache) every kernel before timing
     warm = bench_workload(40.0, step_s=5.0)
     evaluate(load_cluster("homogeneous-20"), warm, default_profile(), seed=0, config=config)
