@@ -70,6 +70,43 @@ PLACEMENTS_SCHEMA = pa.schema(
 )
 
 
+_TIMES = ("created_s", "scheduled_s", "ready_s", "deleted_s", "image_pull_s", "start_s", "init_s")
+
+
+@dataclass(frozen=True)
+class PodTimes:
+    """One row of the placements table, the one record every backend gives for a pod its run
+    created: where it went and its lifecycle, in seconds from the run's t = 0 (``created_s``,
+    ``scheduled_s``, ``ready_s``, ``deleted_s``), with the cold-start parts where the backend knows
+    them (``image_pull_s``, ``start_s``, ``init_s``: durations). ``None``: not seen."""
+
+    pod: str
+    function: str
+    node: str | None
+    created_s: float
+    scheduled_s: float | None = None
+    ready_s: float | None = None
+    deleted_s: float | None = None
+    image_pull_s: float | None = None
+    start_s: float | None = None
+    init_s: float | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in PLACEMENTS_SCHEMA.names}
+
+
+def placements_table(pods: list[PodTimes] | list[dict[str, Any]]) -> pd.DataFrame:
+    """The placements table of ``pods`` (records, or their rows as a backend sent them), typed as
+    :data:`PLACEMENTS_SCHEMA` says: every time a float64 with NaN for not seen."""
+    if not pods:
+        return empty_placements()
+    rows = [p.to_row() if isinstance(p, PodTimes) else p for p in pods]
+    columns: dict[str, Any] = {name: [r.get(name) for r in rows] for name in ("pod", "function", "node")}
+    for name in _TIMES:
+        columns[name] = np.array([np.nan if r.get(name) is None else r[name] for r in rows], dtype=np.float64)
+    return pd.DataFrame(columns)[PLACEMENTS_SCHEMA.names]
+
+
 def empty_requests() -> pd.DataFrame:
     return REQUESTS_SCHEMA.empty_table().to_pandas()
 

@@ -1,5 +1,9 @@
 """The ``kube`` backend: tune a real kube-scheduler on a Kubernetes cluster with Knative Serving.
 
+One job per module: :class:`KubeBackend` here composes the scheduler's rollout
+(:mod:`testbed.kube.rollout`), the reset between steps (:mod:`testbed.kube.image_reset`) and the
+run, whose pods :mod:`testbed.kube.watch` follows; :mod:`testbed.kube.api` holds the timeouts.
+
 It drives a lab brought up by ``make testbed-up INVENTORY=...`` (ansible/): a second scheduler,
 ``scoretune-scheduler``, runs as a Deployment in kube-system with its KubeSchedulerConfiguration
 in a ConfigMap; every function is a Knative Service whose pods name that scheduler.
@@ -35,13 +39,10 @@ the rollback path and the timeouts. docs/lab.md says the same.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import json
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,24 +57,17 @@ from loadgen.results import RunResult, empty_placements, write_run
 from testbed.cluster import ClusterSpec, cluster_to_dict
 from testbed.errors import ClusterSpecError, LabFault, TestbedError
 from testbed.kube.access import DRIVER_NAMESPACE
+from testbed.kube.api import KubeTimeouts, api_message
 from testbed.kube.faults import (
-    FAILING_WAIT_REASONS,
     INFRA_PODS,
-    REVISION_API,
     SERVICE_LABEL,
     FaultWatch,
-    condition,
-    failed_reason,
-    last_exit,
     oom_kills,
     parse_infra,
-    restarts,
     void_reason,
 )
-from testbed.kube.images import FunctionImage, NodeImages, parse_report, repository
-from testbed.kube.images import problems as image_problems
-from testbed.kube.nodes import describe, health_problems, node_state, schedulable
-from testbed.kube.nodes import get_path as _get
+from testbed.kube.image_reset import ImageCacheReset, ImageState
+from testbed.kube.nodes import health_problems, node_state, schedulable
 from testbed.kube.render import (
     CONFIG_HASH_ANNOTATION,
     CONFIG_KEY,
@@ -81,293 +75,17 @@ from testbed.kube.render import (
     IMAGE_TOOL_IMAGE,
     SchedulerSettings,
     config_hash,
-    config_map,
-    config_text,
-    config_volume_patch,
-    image_state_pod,
     mounted_config_map,
-    scheduler_config,
 )
+from testbed.kube.rollout import SchedulerRollout
 from testbed.kube.versions import KNATIVE_SERVICE_API, KUBERNETES_VERSION
+from testbed.kube.watch import PodRecord, PodWatch
 
 if TYPE_CHECKING:
     from loadgen.workload import Workload
     from testbed.scheduler.config import Profile
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class KubeTimeouts:
-    """How long each wait may take (seconds). A wait that runs out raises a TestbedError naming it."""
-
-    rollout_s: float = 180.0
-    """apply: the new scheduler pods ready and one of them leading."""
-    rollback_s: float = 180.0
-    """apply: the previous configuration ready again after a failed rollout."""
-    drain_s: float = 600.0
-    """reset: every function pod gone (the KPA's scale-to-zero takes ~90 s with the defaults)."""
-    api_s: float = 30.0
-    """one API request."""
-    poll_s: float = 1.0
-    """between two reads of a status."""
-    watch_s: int = 10
-    """server-side timeout of one pod watch request (the watch is re-opened until the run ends);
-    also the longest a finished watch thread lingers after the run."""
-    images_s: float = 600.0
-    """reset: the image-state pods done on every node (pulls of whatever is missing included)."""
-    settle_s: float = 2.0
-    """run: how long to keep watching after the last request, for the last pod transitions."""
-    fault_poll_s: float = 2.0
-    """run: between two looks at the scheduler pods, the lease and the revisions (:class:`FaultWatch`)."""
-    pending_s: float = 60.0
-    """run: a function pod no scheduler has placed for this long is a fault (the scheduler is down
-    or the cluster cannot hold the pod), not a slow cold start of the profile under test."""
-    terminating_s: float = 60.0
-    """run: a function pod still Terminating this long after its grace period ended is a fault."""
-
-
-@dataclass(frozen=True)
-class ImageState:
-    """The function-image cache every node starts each step from (what the experiment declares).
-
-    Every schedulable node holds every function image, except ``cold_nodes``, which hold none:
-    ImageLocality scores and cold-start times then depend on the profile under test, not on where
-    earlier steps happened to put pods. ``enforce=False`` leaves the caches as they are (each run
-    still records them). ``load``-mode images have no registry to pull them from again: purge them
-    (cold nodes) only with ``push`` or ``prebuilt`` images.
-    """
-
-    cold_nodes: tuple[str, ...] = ()
-    enforce: bool = True
-
-    def declared(self) -> dict[str, Any]:
-        return {"enforce": self.enforce, "warm": "every other schedulable node", "cold_nodes": list(self.cold_nodes)}
-
-
-@dataclass
-class PodRecord:
-    """What the watch saw of one function pod; times are Unix seconds observed locally."""
-
-    pod: str
-    function: str
-    node: str | None = None
-    created: float | None = None
-    scheduled: float | None = None
-    ready: float | None = None
-    deleted: float | None = None
-    start_s: float | None = None
-    init_s: float | None = None
-    restarts_base: int = 0
-    """restartCount when the watch first saw the pod if it existed before the run, else 0."""
-    restarts: int = 0
-    last_exit: str | None = None
-    failed: str | None = None
-    """Why the pod is phase Failed (Evicted, OutOfcpu, …), None while it is not."""
-
-
-def _ts(value: Any) -> float | None:
-    """A Kubernetes timestamp (datetime from the client, or RFC 3339 text) as Unix seconds."""
-    if value is None:
-        return None
-    if hasattr(value, "timestamp"):
-        return float(value.timestamp())
-    return float(pd.Timestamp(value).timestamp())
-
-
-class PodWatch:
-    """Watches the function pods of one namespace in a thread and keeps a :class:`PodRecord` each.
-
-    It lists first (to know the pods that already exist and the resourceVersion to watch from),
-    then watches; a watch that ends (server timeout) is re-opened from the last resourceVersion,
-    and a ``410 Gone`` (history compacted) re-lists. Errors are kept and reported by :meth:`stop`.
-    """
-
-    def __init__(self, core: Any, namespace: str, functions: Sequence[str], timeouts: KubeTimeouts,
-                 clock: Callable[[], float] = time.time, *, selector: str | None = None,
-                 function_of: Callable[[Any], str | None] | None = None, container: str = "user-container") -> None:
-        self._core = core
-        self._namespace = namespace
-        self._selector = selector or f"{SERVICE_LABEL} in ({','.join(sorted(functions))})"
-        self._function_of = function_of or (lambda pod: (_get(pod, "metadata", "labels") or {}).get(SERVICE_LABEL))
-        """The function a pod serves (Knative: its Service label; OpenWhisk: its image), None: not one of ours."""
-        self._container = container
-        self._timeouts = timeouts
-        self._clock = clock
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self.pods: dict[str, PodRecord] = {}
-        self.latest: dict[str, Any] = {}
-        """The last object seen of every pod not yet DELETED (what :class:`FaultWatch` inspects)."""
-        self.error: str | None = None
-        self._thread = threading.Thread(target=self._loop, name="scoretune-pod-watch", daemon=True)
-        self._watch: Any = None
-        self._initial = False
-
-    def start(self) -> PodWatch:
-        self._initial = True  # pods the first list finds existed before the run: their restarts are the baseline
-        self._resource_version = self._list()
-        self._initial = False
-        self._thread.start()
-        return self
-
-    def _list(self) -> str:
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
-        try:
-            pods = self._core.list_namespaced_pod(self._namespace, label_selector=self._selector,
-                                                  _request_timeout=self._timeouts.api_s)
-        except ApiException as err:
-            raise TestbedError(f"Kubernetes API: listing function pods in {self._namespace} failed: "
-                               f"{_api_message(err)}") from None
-        except HTTPError as err:
-            raise TestbedError(f"Kubernetes API: listing function pods in {self._namespace} failed: {err}") from None
-        for pod in pods.items or []:
-            self._observe("ADDED", pod)
-        return str(pods.metadata.resource_version or "")
-
-    def _observe(self, kind: str, pod: Any) -> None:
-        name = _get(pod, "metadata", "name")
-        function = self._function_of(pod)
-        if not name or not function:
-            return
-        now = self._clock()
-        with self._lock:
-            if self._stop.is_set():  # after stop() the records are final
-                return
-            count = restarts(pod)
-            rec = self.pods.setdefault(name, PodRecord(pod=name, function=function, created=now,
-                                                       restarts_base=count if self._initial else 0))
-            if count > rec.restarts:
-                rec.restarts, rec.last_exit = count, last_exit(pod)
-            rec.failed = failed_reason(pod) or rec.failed
-            if kind == "DELETED":
-                self.latest.pop(name, None)
-            else:
-                self.latest[name] = pod
-            node = _get(pod, "spec", "node_name") or _get(pod, "spec", "nodeName")
-            if node and rec.node is None:
-                rec.node = node
-                rec.scheduled = now
-            ready = condition(pod, "Ready")
-            if ready is not None and _get(ready, "status") == "True" and rec.ready is None:
-                rec.ready = now
-                self._cold_start_parts(rec, pod)
-            if rec.deleted is None and (kind == "DELETED" or _get(pod, "metadata", "deletion_timestamp")
-                                        or _get(pod, "metadata", "deletionTimestamp")):
-                rec.deleted = now
-
-    def _cold_start_parts(self, rec: PodRecord, pod: Any) -> None:
-        """Start and init from the pod's own timestamps (1 s resolution, kubelet and scheduler
-        clocks): start = user container started - scheduled (includes the image pull), init =
-        Ready - started. Image pull alone is only in Events, which are not read."""
-        scheduled = _ts(_get(condition(pod, "PodScheduled"), "last_transition_time")
-                        or _get(condition(pod, "PodScheduled"), "lastTransitionTime"))
-        ready = _ts(_get(condition(pod, "Ready"), "last_transition_time")
-                    or _get(condition(pod, "Ready"), "lastTransitionTime"))
-        started = None
-        for cs in _get(pod, "status", "container_statuses") or _get(pod, "status", "containerStatuses") or []:
-            if _get(cs, "name") == self._container:
-                started = _ts(_get(cs, "state", "running", "started_at") or _get(cs, "state", "running", "startedAt"))
-        if scheduled is not None and started is not None:
-            rec.start_s = max(0.0, started - scheduled)
-        if started is not None and ready is not None:
-            rec.init_s = max(0.0, ready - started)
-
-    def _loop(self) -> None:
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
-
-        while not self._stop.is_set():
-            self._watch = watch.Watch()
-            try:
-                for event in self._watch.stream(
-                    self._core.list_namespaced_pod, self._namespace, label_selector=self._selector,
-                    resource_version=self._resource_version, timeout_seconds=self._timeouts.watch_s,
-                    _request_timeout=self._timeouts.watch_s + self._timeouts.api_s,
-                ):
-                    obj = event["object"]
-                    rv = _get(obj, "metadata", "resource_version")
-                    if rv:
-                        self._resource_version = str(rv)
-                    self._observe(event["type"], obj)
-                    if self._stop.is_set():
-                        break
-            except ApiException as err:
-                if err.status == 410:
-                    log.info("pod watch: resourceVersion %s expired, listing again", self._resource_version)
-                    try:
-                        self._resource_version = self._list()
-                    except TestbedError as again:
-                        self.error = str(again)
-                        return
-                    continue
-                self.error = f"watching pods in {self._namespace} failed: {_api_message(err)}"
-                return
-            except Exception as err:  # connection lost: the run's placements are incomplete
-                if self._stop.is_set():
-                    return
-                self.error = f"watching pods in {self._namespace} failed: {err}"
-                return
-
-    def stop(self) -> None:
-        """Stop watching. The client's stream only notices between events, so the thread is not
-        waited for beyond a moment: it ends by itself when its request times out (``watch_s``),
-        and events it reads after this are ignored, so the records are final once this returns."""
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
-        self._thread.join(timeout=1.0)
-
-    def records(self) -> list[PodRecord]:
-        """A copy of every record (deleted pods included), under the lock."""
-        with self._lock:
-            return [dataclasses.replace(r) for r in self.pods.values()]
-
-    def live(self) -> list[tuple[PodRecord, Any]]:
-        """(record, last object) of every pod not yet deleted, under the lock."""
-        with self._lock:
-            return [(self.pods[n], obj) for n, obj in self.latest.items() if n in self.pods]
-
-    def placements(self, epoch: float) -> pd.DataFrame:
-        """The placements table, times relative to ``epoch`` (the replay's t = 0)."""
-        with self._lock:
-            recs = sorted(self.pods.values(), key=lambda r: (r.created or 0.0, r.pod))
-        if not recs:
-            return empty_placements()
-
-        def rel(v: float | None) -> float:
-            return np.nan if v is None else v - epoch
-
-        return pd.DataFrame(
-            {
-                "pod": [r.pod for r in recs],
-                "function": [r.function for r in recs],
-                "node": pd.array([r.node for r in recs], dtype=object),
-                "created_s": [rel(r.created) for r in recs],
-                "scheduled_s": [rel(r.scheduled) for r in recs],
-                "ready_s": [rel(r.ready) for r in recs],
-                "deleted_s": [rel(r.deleted) for r in recs],
-                "image_pull_s": [np.nan] * len(recs),
-                "start_s": [np.nan if r.start_s is None else r.start_s for r in recs],
-                "init_s": [np.nan if r.init_s is None else r.init_s for r in recs],
-            }
-        )
-
-
-def _api_message(err: Any) -> str:
-    """``STATUS Reason: message`` from an ApiException, using the Status body when there is one."""
-    status = getattr(err, "status", None)
-    reason = getattr(err, "reason", "") or ""
-    message = ""
-    body = getattr(err, "body", None)
-    if body:
-        try:
-            message = json.loads(body).get("message", "")
-        except (ValueError, AttributeError):
-            message = str(body)[:200]
-    return f"{status} {reason}".strip() + (f": {message}" if message else "")
 
 
 def fill_nodes(requests: pd.DataFrame, placements: pd.DataFrame) -> pd.DataFrame:
@@ -408,7 +126,7 @@ def fill_nodes(requests: pd.DataFrame, placements: pd.DataFrame) -> pd.DataFrame
 
 
 @dataclass
-class KubeBackend:
+class KubeBackend(SchedulerRollout, ImageCacheReset):
     """Backend on a real cluster (see the module docstring).
 
     kubeconfig / context: the cluster to drive (``None``: the default kubeconfig, else in-cluster).
@@ -523,229 +241,11 @@ class KubeBackend:
                 return None
             # a server error or throttling passes (a LabFault: the step is retried); a 4xx is ours
             kind = LabFault if (err.status or 0) >= 500 or err.status == 429 else TestbedError
-            raise kind(f"Kubernetes API: {what} failed: {_api_message(err)}") from None
+            raise kind(f"Kubernetes API: {what} failed: {api_message(err)}") from None
         except HTTPError as err:  # the API server unreachable or timing out: the lab, for now
             raise LabFault(f"Kubernetes API at {self.host}: {what} failed: {err}") from None
 
     # --- apply ------------------------------------------------------------------------------
-
-    def apply(self, profile: Profile) -> None:
-        """Make ``profile`` the scoretune-scheduler's configuration (see the module docstring)."""
-        s = self.settings
-        text = config_text(scheduler_config(profile, s))
-        digest = config_hash(text)
-        name = s.config_map_name(digest)
-        dep = self._call(f"reading Deployment {s.namespace}/{s.scheduler_name}",
-                         self._apps.read_namespaced_deployment, s.scheduler_name, s.namespace)
-        previous_digest = (dep.spec.template.metadata.annotations or {}).get(CONFIG_HASH_ANNOTATION)
-        previous_name = mounted_config_map(dep.spec.template.spec)
-        if previous_name == name and previous_digest == digest:
-            log.info("scheduler configuration %s is already applied", digest)
-            if not self._check_config_map(name, text, digest, missing_ok=True):
-                # deleted by hand: the running pod keeps its mounted copy, a restarted one would not start
-                log.warning("ConfigMap %s/%s of the running configuration is gone; creating it again", s.namespace, name)
-                self._create_config_map(text, digest)
-            self._wait_ready(digest, name, self.timeouts.rollout_s, "the current configuration")
-        else:
-            self._create_config_map(text, digest)  # nothing runs on it yet: a failure here changes nothing
-            try:
-                self._point(digest, name)
-                self._wait_ready(digest, name, self.timeouts.rollout_s, "the new configuration")
-            except TestbedError as err:  # also a failed patch: the Deployment may name the new ConfigMap
-                self._rollback(err, previous_name, previous_digest)
-            self._collect({name, previous_name} - {None})
-        self._profile = profile
-        self._digest = digest
-        log.info("scheduler %s/%s runs configuration %s (ConfigMap %s)", s.namespace, s.scheduler_name, digest, name)
-
-    def restore(self, profile: Profile, *, why: str) -> dict[str, Any]:
-        """Put the scheduler back on ``profile`` (the reference, or the confirmed best if one was
-        applied) after an aborted experiment, and say what state the cluster is in. Never raises:
-        the record says ``restored`` true or false, with the error; the tuning loop logs it."""
-        record: dict[str, Any] = {"why": why, "profile": profile.scheduler_name}
-        try:
-            self.apply(profile)
-        except TestbedError as err:
-            record.update(restored=False, error=str(err), config_hash=self._digest,
-                          state=f"the scheduler may still run configuration {self._digest or 'unknown'}")
-            log.error("could not restore the scheduler (%s): %s", why, err)
-        else:
-            record.update(restored=True, config_hash=self._digest,
-                          state=f"the scheduler runs configuration {self._digest}")
-            log.warning("restored the scheduler to configuration %s (%s)", self._digest, why)
-        self.last_restore = record
-        return record
-
-    def restoring(self, fallback: Callable[[], Profile]) -> contextlib.AbstractContextManager[None]:
-        """:func:`testbed.backend.restoring` for this cluster: a second signal while restoring
-        names the configuration the scheduler may still run."""
-        from testbed.backend import restoring
-
-        return restoring(self, fallback, state=lambda: f"the scheduler may still run configuration "
-                                                       f"{self._digest or 'unknown'} (kube status shows it)")
-
-    def _check_config_map(self, name: str, text: str, digest: str, *, missing_ok: bool = False) -> bool:
-        """The ConfigMap ``name`` holds ``text`` and is immutable, so it can never hold anything
-        else: what proves the file a pod mounting it reads is configuration ``digest``. False:
-        it does not exist (only with ``missing_ok``)."""
-        s = self.settings
-        cm = self._call(f"reading ConfigMap {s.namespace}/{name}", self._core.read_namespaced_config_map,
-                        name, s.namespace, allow=(404,) if missing_ok else ())
-        if cm is None:
-            return False
-        held = (cm.data or {}).get(CONFIG_KEY)
-        if held != text:
-            got = "no " + CONFIG_KEY if held is None else f"configuration {config_hash(held)}"
-            raise TestbedError(f"ConfigMap {s.namespace}/{name} holds {got}, not configuration {digest}: it was not "
-                               f"created by scoretune; delete it (kubectl -n {s.namespace} delete configmap {name}) "
-                               f"and apply again")
-        if cm.immutable is not True:
-            raise TestbedError(f"ConfigMap {s.namespace}/{name} is not immutable, so nothing proves the scheduler "
-                               f"reads configuration {digest} from it; delete it (kubectl -n {s.namespace} delete "
-                               f"configmap {name}) and apply again")
-        return True
-
-    def _create_config_map(self, text: str, digest: str) -> None:
-        """Create the configuration's immutable ConfigMap; 409 AlreadyExists is fine once its
-        content is checked (same name, same content: an earlier apply or Ansible made it)."""
-        s = self.settings
-        name = s.config_map_name(digest)
-        created = self._call(f"creating ConfigMap {s.namespace}/{name}", self._core.create_namespaced_config_map,
-                             s.namespace, config_map(text, s), allow=(409,))
-        if created is None:
-            log.info("ConfigMap %s/%s already exists", s.namespace, name)
-            self._check_config_map(name, text, digest)
-
-    def _point(self, digest: str, name: str) -> None:
-        """Roll the Deployment onto configuration ``digest`` held by ConfigMap ``name``."""
-        s = self.settings
-        self._call(f"rolling Deployment {s.namespace}/{s.scheduler_name}", self._apps.patch_namespaced_deployment,
-                   s.scheduler_name, s.namespace, config_volume_patch(digest, name))
-
-    def _rollback(self, err: TestbedError, previous_name: str | None, previous_digest: str | None) -> None:
-        s = self.settings
-        log.error("%s; rolling back to the previous configuration", err)
-        if previous_name is None or previous_digest is None:
-            raise TestbedError(f"{err}; there is no previous configuration to roll back to") from None
-        try:
-            self._point(previous_digest, previous_name)
-            self._wait_ready(previous_digest, previous_name, self.timeouts.rollback_s, "the previous configuration")
-        except TestbedError as again:
-            raise TestbedError(f"{err}; rolling back to the previous configuration also failed: {again}") from None
-        # the lab is back where it was: a failed rollout of a valid profile is the lab's (a node,
-        # an image pull, the lease), so the step is void and retried, not the experiment ended
-        raise LabFault(
-            f"{err}; rolled back: {s.namespace}/{s.scheduler_name} runs the previous configuration "
-            f"({previous_digest}, ConfigMap {previous_name}) again"
-        ) from None
-
-    def _collect(self, keep: set[str]) -> None:
-        """Delete this scheduler's hashed ConfigMaps beyond :attr:`config_history`: ``keep`` (the
-        one in use, the previous one) stay, then the newest others. Never fails the apply: a
-        ConfigMap left over is only clutter."""
-        s = self.settings
-        try:
-            listed = self._call(f"listing the ConfigMaps of {s.namespace}/{s.scheduler_name}",
-                                self._core.list_namespaced_config_map, s.namespace,
-                                label_selector=s.config_selector).items or []
-            others = sorted((cm for cm in listed if cm.metadata.name.startswith(s.config_map_prefix)
-                             and cm.metadata.name not in keep),
-                            key=lambda cm: (_ts(cm.metadata.creation_timestamp) or 0.0, cm.metadata.name), reverse=True)
-            for cm in others[max(0, self.config_history - len(keep)):]:
-                self._call(f"deleting ConfigMap {s.namespace}/{cm.metadata.name}",
-                           self._core.delete_namespaced_config_map, cm.metadata.name, s.namespace, allow=(404,))
-                log.info("deleted the old scheduler ConfigMap %s/%s", s.namespace, cm.metadata.name)
-        except TestbedError as err:
-            log.warning("could not delete old scheduler ConfigMaps: %s", err)
-
-    def _wait_ready(self, digest: str, config_map_name: str, timeout_s: float, what: str) -> None:
-        """Until the Deployment has rolled out (kubectl's ``rollout status`` rules), the pods with
-        ``digest`` are ready, and one of them holds the lease; a pod of the new ReplicaSet that
-        crash-loops or cannot pull its image fails at once with the container's own reason, and
-        one that carries ``digest`` but mounts another ConfigMap than ``config_map_name`` fails
-        too (its file is not the configuration its hash names)."""
-        s = self.settings
-        deadline = time.monotonic() + timeout_s
-        waiting = "the Deployment to be observed"
-        while True:
-            dep = self._call(f"reading Deployment {s.namespace}/{s.scheduler_name}",
-                             self._apps.read_namespaced_deployment, s.scheduler_name, s.namespace)
-            pods = self._call(f"listing the pods of {s.namespace}/{s.scheduler_name}", self._core.list_namespaced_pod,
-                              s.namespace, label_selector=s.label_selector).items or []
-            mine = [p for p in pods if (p.metadata.annotations or {}).get(CONFIG_HASH_ANNOTATION) == digest]
-            for p in mine:
-                mounted = mounted_config_map(p.spec)
-                if mounted != config_map_name:
-                    raise TestbedError(f"scheduler pod {p.metadata.name} carries {what} {digest} but mounts ConfigMap "
-                                       f"{mounted or 'none'}, not {config_map_name}")
-            broken = self._broken(mine)
-            if broken:
-                raise TestbedError(f"scheduler pod with {what} failed: {broken}")
-            waiting = self._rollout_waiting(dep)
-            ready = [p.metadata.name for p in mine if _get(condition(p, "Ready"), "status") == "True"
-                     and p.metadata.deletion_timestamp is None]
-            if waiting is None and not ready:
-                waiting = "a ready pod with the configuration"
-            if waiting is None:
-                if not s.leader_elect:
-                    return
-                holder = self._lease_holder()
-                if holder and any(holder == n or holder.startswith(n + "_") for n in ready):
-                    return
-                waiting = f"a new pod to take the lease {s.namespace}/{s.scheduler_name} (held by {holder or 'nobody'})"
-            if time.monotonic() >= deadline:
-                raise TestbedError(
-                    f"timed out after {timeout_s:.0f} s waiting for {waiting} "
-                    f"(Deployment {s.namespace}/{s.scheduler_name}, {what} {digest})"
-                )
-            time.sleep(self.timeouts.poll_s)
-
-    @staticmethod
-    def _rollout_waiting(dep: Any) -> str | None:
-        """kubectl ``rollout status`` for a Deployment (kubectl/pkg/polymorphichelpers/
-        rollout_status.go): what is still awaited, or None when complete; a passed progress
-        deadline raises."""
-        st = dep.status
-        if st is None or (dep.metadata.generation or 0) > (st.observed_generation or 0):
-            return "the Deployment controller to observe the change"
-        for c in st.conditions or []:
-            if c.type == "Progressing" and c.reason == "ProgressDeadlineExceeded":
-                raise TestbedError(f"Deployment {dep.metadata.namespace}/{dep.metadata.name} exceeded its "
-                                   f"progress deadline: {c.message}")
-        want = dep.spec.replicas if dep.spec.replicas is not None else 1
-        updated = st.updated_replicas or 0
-        if updated < want:
-            return f"{updated} of {want} updated replicas"
-        if (st.replicas or 0) > updated:
-            return f"{(st.replicas or 0) - updated} old replica(s) to terminate"
-        if (st.available_replicas or 0) < updated:
-            return f"{st.available_replicas or 0} of {updated} updated replicas available"
-        return None
-
-    @staticmethod
-    def _broken(pods: Iterable[Any]) -> str | None:
-        for p in pods:
-            for cs in (p.status.container_statuses if p.status else None) or []:
-                waiting = cs.state.waiting if cs.state else None
-                if waiting is not None and waiting.reason in FAILING_WAIT_REASONS:
-                    last = cs.last_state.terminated if cs.last_state else None
-                    detail = f"; last exit {last.exit_code}: {last.message or last.reason}" if last else ""
-                    return f"{p.metadata.name} container {cs.name} is {waiting.reason}: {waiting.message or ''}{detail}".rstrip(": ")
-        return None
-
-    def _lease_holder(self) -> str | None:
-        from kubernetes.client.exceptions import ApiException
-
-        s = self.settings
-        try:
-            lease = self._coordination.read_namespaced_lease(s.scheduler_name, s.namespace,
-                                                             _request_timeout=self.timeouts.api_s)
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise TestbedError(f"Kubernetes API: reading Lease {s.namespace}/{s.scheduler_name} failed: "
-                               f"{_api_message(err)}") from None
-        return lease.spec.holder_identity if lease.spec else None
 
     def status(self) -> dict[str, Any]:
         """What the lab runs now: the scheduler's configuration hash, rollout and leader, and each
@@ -801,62 +301,8 @@ class KubeBackend:
                                f"{self.namespace}: run ansible/functions.yml first")
         return names
 
-    def reset(self) -> None:
-        """Before every step: wait until every function is scaled to zero (no pod of any function
-        remains), check every node against the baseline (:meth:`node_problems`), then bring every
-        node's function-image cache to :attr:`image_state` and record it (``summary.json``
-        ``image_state`` of the next run). A lab that cannot get there raises :class:`LabFault`."""
-        names = self._function_names()
-        self._drain(names)
-        unhealthy = self.node_problems()
-        if unhealthy:
-            raise LabFault(f"node health: {describe(unhealthy)}")
-        self._image_record = self._restore_images(names)
-
-    def _drain(self, names: Sequence[str]) -> None:
-        selector = f"{SERVICE_LABEL} in ({','.join(names)})"
-        deadline = time.monotonic() + self.timeouts.drain_s
-        while True:
-            pods = self._call(f"listing function pods in {self.namespace}", self._core.list_namespaced_pod,
-                              self.namespace, label_selector=selector).items or []
-            if not pods:
-                log.info("every function is at zero pods")
-                return
-            if time.monotonic() >= deadline:
-                left = ", ".join(sorted(f"{p.metadata.name} ({(p.metadata.labels or {}).get(SERVICE_LABEL)})"
-                                        for p in pods))
-                raise LabFault(
-                    f"timed out after {self.timeouts.drain_s:.0f} s waiting for the functions to scale to zero; "
-                    f"{len(pods)} pod(s) remain: {left}"
-                )
-            time.sleep(self.timeouts.poll_s)
-
     # --- node image caches ------------------------------------------------------------------
 
-    def _function_images(self, names: Sequence[str]) -> list[FunctionImage]:
-        """Each function container's image as its Service names it and as its ready Revision runs
-        it (``status.containerStatuses[].imageDigest``, the digest Knative resolved the tag to)."""
-        group, version, plural = KNATIVE_SERVICE_API
-        out: list[FunctionImage] = []
-        for fn in names:
-            svc = self._call(f"reading Knative Service {self.namespace}/{fn}", self._custom.get_namespaced_custom_object,
-                             group, version, self.namespace, plural, fn)
-            containers = (((svc.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
-            digests: dict[str, str] = {}
-            revision = (svc.get("status") or {}).get("latestReadyRevisionName")
-            if revision:
-                rgroup, rversion, rplural = REVISION_API
-                rev = self._call(f"reading Knative Revision {self.namespace}/{revision}",
-                                 self._custom.get_namespaced_custom_object, rgroup, rversion, self.namespace, rplural,
-                                 revision, allow=(404,)) or {}
-                for cs in (rev.get("status") or {}).get("containerStatuses") or []:
-                    if cs.get("imageDigest"):
-                        digests[repository(cs["imageDigest"])] = cs["imageDigest"]
-            for c in containers:
-                image = c.get("image")
-                if image and all(i.image != image or i.function != fn for i in out):
-                    out.append(FunctionImage(fn, image, digests.get(repository(image))))
-        return out
 
     _schedulable = staticmethod(schedulable)
 
@@ -869,89 +315,6 @@ class KubeBackend:
             log.info("node baseline: %s", ", ".join(f"{k} ({'schedulable' if v else 'not schedulable'})"
                                                     for k, v in sorted(self.node_baseline.items())))
         return health_problems(self.node_baseline, states)
-
-    def _restore_images(self, names: Sequence[str]) -> dict[str, Any]:
-        """Run one image-state pod per schedulable node (render.image_state_pod), wait for all,
-        read what each node holds from its log, delete the pods, and check the declared state by
-        repository (testbed.kube.images). A node that cannot be brought there is a :class:`LabFault`
-        naming the node and the image: the step is void and retried, not scored."""
-        state = self.image_state
-        t0 = time.monotonic()
-        images = self._function_images(names)
-        nodes = [n.metadata.name for n in self._call("listing nodes", self._core.list_node).items or []
-                 if self._schedulable(n)]
-        unknown = sorted(set(state.cold_nodes) - set(nodes))
-        if unknown:
-            raise TestbedError(f"image state: cold node(s) {unknown} are not schedulable nodes of the cluster "
-                               f"(schedulable: {nodes})")
-        if not state.enforce:
-            return {"declared": state.declared(), "nodes": None, "seconds": round(time.monotonic() - t0, 3)}
-        self._resets += 1
-        token = f"{int(time.time())}-{self._resets}"
-        ns = self.image_namespace
-        repos = sorted({i.repository for i in images})
-        runs = sorted({i.runs for i in images})
-        pods: dict[str, str] = {}
-        try:
-            for i, node in enumerate(nodes):
-                cold = node in state.cold_nodes
-                body = image_state_pod(f"scoretune-images-{token}-{i}", node, repositories=repos,
-                                       pull=[] if cold else runs, purge=repos if cold else [], token=token,
-                                       namespace=ns, tool_image=self.image_tool)
-                self._call(f"creating the image-state pod on {node}", self._core.create_namespaced_pod, ns, body)
-                pods[node] = body["metadata"]["name"]
-            held = self._wait_image_pods(pods)
-        finally:
-            for pod in pods.values():
-                try:
-                    self._call(f"deleting the image-state pod {ns}/{pod}", self._core.delete_namespaced_pod, pod, ns,
-                               grace_period_seconds=0)
-                except TestbedError as err:
-                    log.warning("%s", err)
-        found = [p for node in nodes for p in image_problems(node, held[node], cold=node in state.cold_nodes,
-                                                               images=images)]
-        if found:
-            raise LabFault(
-                "image state: the nodes' function-image caches could not be brought to the declared state: "
-                + "; ".join(found) + " (load-mode images cannot be pulled back: re-run ansible/functions.yml, or "
-                "use push/prebuilt images for cold nodes; docs/lab.md \"Troubleshooting\")")
-        record = {"declared": state.declared(),
-                  "images": [{"function": i.function, "image": i.image, "runs": i.runs} for i in images],
-                  "nodes": {n: sorted(r for refs in held[n].holds.values() for r in refs) for n in nodes},
-                  "seconds": round(time.monotonic() - t0, 3)}
-        log.info("image state restored on %d node(s) in %.1f s", len(nodes), record["seconds"])
-        return record
-
-    def _wait_image_pods(self, pods: dict[str, str]) -> dict[str, NodeImages]:
-        ns = self.image_namespace
-        deadline = time.monotonic() + self.timeouts.images_s
-        held: dict[str, NodeImages] = {}
-        while True:
-            for node, pod in pods.items():
-                if node in held:
-                    continue
-                obj = self._call(f"reading the image-state pod {ns}/{pod}", self._core.read_namespaced_pod, pod, ns)
-                phase = obj.status.phase if obj.status else None
-                waiting = KubeBackend._broken([obj])
-                if waiting:
-                    raise LabFault(f"image state: the pod on {node} cannot run: {waiting} "
-                                   f"(its image is {self.image_tool}; crictl comes from the node's /usr/local/bin/crictl)")
-                if phase not in ("Succeeded", "Failed"):
-                    continue
-                text = self._call(f"reading the log of {ns}/{pod}", self._core.read_namespaced_pod_log, pod, ns,
-                                  container="crictl")
-                rec = parse_report(text)
-                if phase == "Failed" or not rec.complete:
-                    raise LabFault(f"image state: the pod on {node} ended {phase} before reporting the node's images "
-                                   f"(log: {str(text).strip()[:300] or 'empty'})")
-                held[node] = rec
-            if len(held) == len(pods):
-                return held
-            if time.monotonic() >= deadline:
-                left = sorted(set(pods) - set(held))
-                raise LabFault(f"timed out after {self.timeouts.images_s:.0f} s waiting for the image-state pods "
-                               f"on {', '.join(left)}")
-            time.sleep(self.timeouts.poll_s)
 
     # --- run --------------------------------------------------------------------------------
 

@@ -38,9 +38,10 @@ import pandas as pd
 from functions.platform import Platform
 from loadgen.targets import OpenWhiskTarget
 from testbed.errors import InputError, LabFault, TestbedError
-from testbed.kube.backend import KubeBackend, PodWatch
+from testbed.kube.backend import KubeBackend
 from testbed.kube.images import FunctionImage, normalize
 from testbed.kube.nodes import get_path as _get
+from testbed.kube.watch import PodWatch
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from functions.platform import DEFAULT_PLATFORM, Platform, parse_platform
-from loadgen.results import PLACEMENTS_SCHEMA, RunResult, write_run
+from loadgen.results import RunResult, placements_table, write_run
 from loadgen.workload import Workload
 from testbed.cluster import ClusterSpec, load_cluster
 from testbed.errors import InputError, TestbedError
@@ -143,7 +141,7 @@ class LocalBackend:
             failed = True
             failure = "; ".join(x for x in (failure, f"the lab's controller at {self.url} stopped answering "
                                                       "during the run") if x)
-        placements = pd.DataFrame(end["placements"], columns=[*PLACEMENTS_SCHEMA.names])
+        placements = placements_table(end["placements"])
         events = end.get("events", [])
         summary = dict(result.summary)
         for key in ("count", "ok", "errors", "timeouts", "cold_starts", "failed", "failure"):

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadgen.results import PLACEMENTS_SCHEMA, REQUESTS_SCHEMA, summarize_arrays
+from loadgen.results import REQUESTS_SCHEMA, PodTimes, placements_table, summarize_arrays
 from testbed.sim import kernel as K
 from testbed.sim.engine import SimOutput
 
@@ -50,23 +50,14 @@ def requests_frame(out: SimOutput) -> pd.DataFrame:
 
 def placements_frame(out: SimOutput) -> pd.DataFrame:
     """One row per pod the run created (warm min-scale pods included, created at 0)."""
-    rows: dict[str, list[Any]] = {name: [] for name in PLACEMENTS_SCHEMA.names}
+    pods = []
     for p in out.pods:
         became_ready = p.ready_s is not None and (p.deleted_s is None or p.ready_s <= p.deleted_s) and p.ready_s <= out.sim_end_s
-        rows["pod"].append(p.name)
-        rows["function"].append(out.function_names[p.function])
-        rows["node"].append(out.node_names[p.node] if p.node >= 0 else None)
-        rows["created_s"].append(p.created_s)
-        rows["scheduled_s"].append(p.scheduled_s)
-        rows["ready_s"].append(p.ready_s if became_ready else None)
-        rows["deleted_s"].append(p.deleted_s)
-        rows["image_pull_s"].append(p.image_pull_s)
-        rows["start_s"].append(p.start_s)
-        rows["init_s"].append(p.init_s)
-    frame = pd.DataFrame(rows)
-    for col in ("created_s", "scheduled_s", "ready_s", "deleted_s", "image_pull_s", "start_s", "init_s"):
-        frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(np.float64)
-    return frame[PLACEMENTS_SCHEMA.names]
+        pods.append(PodTimes(pod=p.name, function=out.function_names[p.function],
+                             node=out.node_names[p.node] if p.node >= 0 else None, created_s=p.created_s,
+                             scheduled_s=p.scheduled_s, ready_s=p.ready_s if became_ready else None,
+                             deleted_s=p.deleted_s, image_pull_s=p.image_pull_s, start_s=p.start_s, init_s=p.init_s))
+    return placements_table(pods)
 
 
 def fast_summary(out: SimOutput, *, late_threshold_s: float = 0.020) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 
+from loadgen.results import PodTimes
 from testbed.cluster import parse_cluster
 from testbed.local.placement import Placer, profile_from_config_dict
 from testbed.local.routing import Instance
@@ -221,19 +222,10 @@ class LabControl(ABC):
             return None if x is None else x - t0
 
         return [
-            {
-                "pod": i.pod_name,
-                "function": i.function,
-                "node": i.node,
-                "created_s": rel(i.created_s),
-                "scheduled_s": rel(i.scheduled_s),
-                "ready_s": rel(i.ready_s),
-                "deleted_s": rel(i.deleted_s),
-                "image_pull_s": i.image_pull_s,
-                "start_s": i.start_s,
-                "init_s": i.init_s,
-                "failure": i.failure,
-            }
+            {**PodTimes(pod=i.pod_name, function=i.function, node=i.node, created_s=i.created_s - t0,
+                        scheduled_s=rel(i.scheduled_s), ready_s=rel(i.ready_s), deleted_s=rel(i.deleted_s),
+                        image_pull_s=i.image_pull_s, start_s=i.start_s, init_s=i.init_s).to_row(),
+             "failure": i.failure}
             for i in self.history
             if i.created_s >= t0 - 1e-6
         ]
