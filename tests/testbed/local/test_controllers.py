@@ -1,0 +1,198 @@
+"""The embedded lab's controllers in process (the fast tier): each platform's controller, looked up in
+testbed.platforms and served by aiohttp's test server, in front of fake node agents and a fake
+function container in the same event loop (as Locust tests its runners with a mocked transport).
+What the lab's own processes add -- real agents, real runtimes, Locust -- is the ``lab`` tier's."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from testbed.cluster import parse_cluster
+from testbed.local import lab as labmod
+from testbed.local.state import LabState
+from testbed.platforms import platform_entry
+
+CLUSTER = """\
+name: two-nodes
+groups:
+  - {name: fast, count: 1, cpu: "2", memory: 4Gi, speed: 1.0, images: [ghcr.io/scoretune/fn-float-ops:0.1.0],
+     taints: [{key: scoretune.io/spot, value: "true", effect: PreferNoSchedule}]}
+  - {name: slow, count: 1, cpu: "2", memory: 4Gi, speed: 0.5}
+"""
+ACTION = "/api/v1/namespaces/_/actions/float-ops"
+
+
+def _basic(user: str, key: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{key}".encode()).decode()}
+
+
+class FakeLab:
+    """The processes a controller talks to: one agent per node (``POST /instances`` starts an
+    instance at once, ``DELETE`` removes it, ``POST /reset`` clears the node) and one container
+    that answers Knative's ``POST /`` and OpenWhisk's ``/init`` and ``/run``."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, str]] = []  # (node, pod)
+        self.deleted: list[str] = []
+        self.resets: list[str] = []
+        self.calls: list[str] = []
+
+    def agent(self, node: str, fn_url: Callable[[], str]) -> web.Application:
+        async def start(request: web.Request) -> web.Response:
+            body = await request.json()
+            self.started.append((node, body["pod"]))
+            return web.json_response({"ok": True, "url": fn_url(), "image_pull_s": 0.0, "start_s": 0.01, "init_s": 0.02})
+
+        async def delete(request: web.Request) -> web.Response:
+            self.deleted.append(request.match_info["id"])
+            return web.json_response({"ok": True})
+
+        async def reset(request: web.Request) -> web.Response:
+            self.resets.append(node)
+            return web.json_response({"ok": True})
+
+        app = web.Application()
+        app.router.add_post("/instances", start)
+        app.router.add_delete("/instances/{id}", delete)
+        app.router.add_post("/reset", reset)
+        return app
+
+    def container(self) -> web.Application:
+        async def knative(request: web.Request) -> web.Response:
+            self.calls.append("/")
+            return web.json_response({"ok": True})
+
+        async def init(request: web.Request) -> web.Response:
+            self.calls.append("init")
+            return web.json_response({"ok": True})
+
+        async def run(request: web.Request) -> web.Response:
+            self.calls.append("run")
+            return web.json_response({"answer": 42})
+
+        app = web.Application()
+        app.router.add_post("/", knative)
+        app.router.add_post("/init", init)
+        app.router.add_post("/run", run)
+        return app
+
+
+def _with_lab(platform: str, tmp_path: Path, body: Callable[[TestClient, FakeLab, LabState], Awaitable[None]]) -> None:
+    """The lab description ``lab.up`` writes (no process started), fake agents on their ports, the
+    platform's controller from the registry behind a test client; ``body`` runs against it."""
+    spec = parse_cluster(yaml.safe_load(CLUSTER), file="two-nodes.yaml")
+    state = LabState(tmp_path / "state")
+    labmod.prepare(spec, state, cpu_enforcement="duty-cycle", platform=platform_entry(platform).platform)
+    fake = FakeLab()
+
+    async def main() -> None:
+        container = TestServer(fake.container())
+        await container.start_server()
+        agents = []
+        for n in spec.nodes:
+            server = TestServer(fake.agent(n.name, lambda: str(container.make_url("")).rstrip("/")))
+            await server.start_server()
+            state.write_port(f"agent-{n.name}", server.port)
+            agents.append(server)
+        controller = platform_entry(platform).lab_controller_class()(state)
+        client = TestClient(TestServer(controller.app()))
+        await client.start_server()
+        try:
+            await body(client, fake, state)
+        finally:
+            await client.close()
+            for server in (*agents, container):
+                await server.close()
+
+    asyncio.run(main())
+
+
+def test_knative_schedules_a_cold_instance_with_the_profile_and_serves_warm_after(tmp_path):
+    async def body(client: TestClient, fake: FakeLab, state: LabState) -> None:
+        assert (await (await client.get("/_lab/healthz")).json())["platform"] == "knative"
+        t0 = (await (await client.post("/_lab/run/begin", json={})).json())["t0"]
+        first = await client.post("/", json={}, headers={"X-Scoretune-Function": "float-ops"})
+        assert first.status == 200 and first.headers["X-Scoretune-Cold-Start"] == "true"
+        # the default profile (TaintToleration 3 against ImageLocality 1): away from the tainted node
+        assert fake.started and first.headers["X-Scoretune-Node"] == fake.started[0][0] == "slow-0"
+        second = await client.post("/fn/float-ops", json={})
+        assert second.status == 200 and second.headers["X-Scoretune-Cold-Start"] == "false"
+        assert fake.calls == ["/", "/"]  # (the KPA may have started a second instance meanwhile)
+        end = await (await client.post("/_lab/run/end", json={"t0": t0})).json()
+        assert [p["pod"] for p in end["placements"]] == [pod for _, pod in fake.started]
+        placed = end["placements"][0]
+        assert placed["node"] == "slow-0" and placed["function"] == "float-ops"
+        assert placed["created_s"] >= 0 and placed["ready_s"] >= placed["scheduled_s"] >= placed["created_s"]
+        assert (await client.post("/", json={}, headers={"X-Scoretune-Function": "nope"})).status == 404
+        # a reset asks every agent to clear its node and forgets every instance
+        assert (await (await client.post("/_lab/reset", json={})).json())["ok"]
+        assert sorted(fake.resets) == ["fast-0", "slow-0"]
+        status = await (await client.get("/_lab/status")).json()
+        assert status["instances"] == [] and status["platform"] == "knative"
+
+    _with_lab("knative", tmp_path, body)
+
+
+def test_a_profile_posted_to_the_controller_decides_where_the_next_pod_goes(tmp_path):
+    """ImageLocality 100 against TaintToleration 1: the same request lands on the tainted node that
+    holds the image, where the default profile keeps it off (the test above)."""
+    from testbed.local.placement import profile_to_config_dict
+    from testbed.scheduler.config import profile_from_weights
+
+    profile = profile_from_weights({"ImageLocality": 100, "TaintToleration": 1})
+
+    async def body(client: TestClient, fake: FakeLab, state: LabState) -> None:
+        bad = await client.post("/_lab/profile", json={"config": {"kind": "nonsense"}})
+        assert bad.status == 400 and "error" in await bad.json()
+        ok = await client.post("/_lab/profile", json={"config": profile_to_config_dict(profile),
+                                                      "scheduler_name": profile.scheduler_name})
+        assert ok.status == 200
+        placed = await client.post("/", json={}, headers={"X-Scoretune-Function": "float-ops"})
+        assert placed.status == 200 and placed.headers["X-Scoretune-Node"] == fake.started[0][0] == "fast-0"
+
+    _with_lab("knative", tmp_path, body)
+
+
+def test_openwhisk_answers_with_the_activation_record_behind_its_key(tmp_path):
+    async def body(client: TestClient, fake: FakeLab, state: LabState) -> None:
+        user, key = (state.read_guest_key() or "").split(":")
+        assert (await client.post(f"{ACTION}?blocking=true", json={})).status == 401
+        assert (await client.post(f"{ACTION}?blocking=true", json={}, headers=_basic(user, "no"))).status == 401
+        cold = await client.post(f"{ACTION}?blocking=true", json={}, headers=_basic(user, key))
+        record = await cold.json()
+        assert cold.status == 200 and record["response"]["statusCode"] == 0 and record["response"]["result"] == {"answer": 42}
+        notes = {a["key"]: a["value"] for a in record["annotations"]}
+        # a new container: scheduled, seen Ready at the invoker's poll, /init, then /run
+        assert "initTime" in notes and notes["waitTime"] >= 0 and fake.calls == ["init", "run"]
+        warm = await (await client.post(f"{ACTION}?blocking=true", json={}, headers=_basic(user, key))).json()
+        assert "initTime" not in {a["key"] for a in warm["annotations"]} and fake.calls == ["init", "run", "run"]
+        assert len(fake.started) == 1
+        invokers = await (await client.get("/invokers")).json()
+        assert sorted(invokers.values()) == ["up", "up"]
+
+    _with_lab("openwhisk", tmp_path, body)
+
+
+@pytest.mark.parametrize("platform", ["knative", "openwhisk"])
+def test_the_lab_description_picks_the_controller(tmp_path, platform):
+    from testbed.local.controllers.__main__ import controller_for
+
+    spec = parse_cluster(yaml.safe_load(CLUSTER), file="two-nodes.yaml")
+    state = LabState(tmp_path / "state")
+    labmod.prepare(spec, state, cpu_enforcement="duty-cycle", platform=platform_entry(platform).platform)
+    for n in spec.nodes:
+        state.write_port(f"agent-{n.name}", 1)
+    assert controller_for(state).platform == platform
+    lab: dict[str, Any] = {**(state.read_lab() or {}), "platform": "lambda"}
+    state.write_lab(lab)
+    with pytest.raises(Exception, match="lab.json: field platform: unknown platform 'lambda'"):
+        controller_for(state)
