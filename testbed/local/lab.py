@@ -5,7 +5,10 @@
 one node agent per node and then the controller, each in its own session with its log in
 ``<state>/logs``, and waits until the controller answers. Every process is recorded by pid (and
 start time) as it starts, so ``down`` -- from this process or any other -- stops exactly those,
-then removes the cgroups the lab created. If ``up`` fails half-way it tears down what it started.
+then removes the cgroups the lab created (:func:`testbed.local.teardown.down`, below the
+controllers, which call it when their owner dies). If ``up`` fails half-way it tears down what it
+started. The platform is looked up once in :mod:`testbed.platforms`: its settings, whether it
+issues a guest key, and (for the backend) the request target of the handle.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from testbed.cluster import ClusterSpec, cluster_to_dict, load_cluster
 from testbed.errors import ClusterSpecError, TestbedError
 from testbed.local import cpu
 from testbed.local.state import LabState, record_for
-from testbed.local.teardown import LAB_MODULES, down, stray_processes
+from testbed.local.teardown import down
 from testbed.platforms import platform_entry
 
 log = logging.getLogger(__name__)
@@ -305,4 +308,4 @@ def status(state_dir: str | Path | None = None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["LAB_MODULES", "LabClient", "LabHandle", "down", "running_lab", "status", "stray_processes", "up"]
+__all__ = ["LabClient", "LabHandle", "down", "running_lab", "status", "up"]
