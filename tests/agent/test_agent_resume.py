@@ -228,6 +228,9 @@ def test_config_paths_survive_a_change_of_working_directory(tmp_path, monkeypatc
 # --- killed with SIGKILL -------------------------------------------------------------------------
 
 
+SIM_KILL_STEPS = 150
+
+
 def _tiny_parquet(tmp_path: Path, *, duration_s: float, functions: dict[str, float]) -> Path:
     from loadgen.synth import poisson
     from loadgen.workload import write_workload
@@ -265,16 +268,18 @@ def _check_resumed(out: Path, before: bytes, steps: int) -> None:
 
 @pytest.mark.slow
 def test_sigkill_mid_step_on_the_simulator_then_resume(tmp_path):
+    # a simulated step takes milliseconds once numba's cache is warm: enough steps that the
+    # experiment cannot finish between two looks at its log (six did, on a fast machine)
     wl = _tiny_parquet(tmp_path, duration_s=20.0, functions={"float-ops": 1.0, "aes": 1.0})
     out = tmp_path / "exp"
     env = dict(os.environ)
     _kill_mid_step([SCORETUNE, "tune", "--backend", "sim", "--workload", str(wl), "--cluster", "lab-small",
-                    "--method", "random", "--steps", "6", "--out", str(out)], out, env)
+                    "--method", "random", "--steps", str(SIM_KILL_STEPS), "--out", str(out)], out, env)
     before = (out / LOG_NAME).read_bytes()
     resumed = subprocess.run([SCORETUNE, "tune", "--resume", str(out)], capture_output=True, text=True, env=env,
                              timeout=600)
     assert resumed.returncode == 0, resumed.stderr
-    _check_resumed(out, before, 6)
+    _check_resumed(out, before, SIM_KILL_STEPS)
 
 
 @pytest.mark.lab
