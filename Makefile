@@ -6,19 +6,23 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 RUN_STAMP := $(VENV)/.installed-run-$(shell cksum pyproject.toml | cut -d' ' -f1)
 LAB_STAMP := $(VENV)/.installed-lab-$(shell cksum pyproject.toml | cut -d' ' -f1)
+TEST_STAMP := $(VENV)/.installed-test-$(shell cksum pyproject.toml | cut -d' ' -f1)
 INVENTORY ?=
 ANSIBLE_EXTRA ?=
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
-.PHONY: setup setup-run setup-lab test test-rest test-all lint bench tune testbed-up testbed-down clean
+.PHONY: setup setup-run setup-lab setup-test test test-rest test-all lint bench tune testbed-up testbed-down clean
 
 ## setup: scoretune with everything the tests, lint and provisioning need
 setup: $(STAMP)
 
 ## setup-run: scoretune and its PPO policy (what `make tune` needs: no test, lint or Ansible tooling)
 setup-run: $(RUN_STAMP)
+
+## setup-test: scoretune, its PPO policy and the test tools (what `make test` needs: no Ansible, no Ray)
+setup-test: $(TEST_STAMP)
 
 ## setup-lab: scoretune and Ansible's collections (what `make testbed-up` needs: no PyTorch, no Ray)
 setup-lab: $(LAB_STAMP)
@@ -28,11 +32,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
-	@touch $@ $(RUN_STAMP) $(LAB_STAMP)
+	@touch $@ $(RUN_STAMP) $(LAB_STAMP) $(TEST_STAMP)
 
 $(RUN_STAMP): pyproject.toml
 	@test -f $(STAMP) || { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
 	  $(BIN)/python -m pip install --quiet -e '.[rl]' && rm -f $(VENV)/.installed-run-*; }
+	@touch $@
+
+$(TEST_STAMP): pyproject.toml
+	@test -f $(STAMP) || { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
+	  $(BIN)/python -m pip install --quiet --upgrade pip && \
+	  $(BIN)/python -m pip install --quiet -e '.[test]' && rm -f $(VENV)/.installed-test-*; }
 	@touch $@
 
 $(LAB_STAMP): pyproject.toml
@@ -41,7 +51,7 @@ $(LAB_STAMP): pyproject.toml
 	@touch $@
 
 ## test: the fast tier: units and fast integration, on two workers, the 15 slowest printed
-test: setup
+test: setup-test
 	$(PYTEST) $(PYTEST_ARGS)
 
 ## test-rest: every suite `make test` leaves out (the embedded lab, Locust, Ansible, Ray, slow)
