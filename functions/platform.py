@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+import yaml
+
 from functions.errors import InputError
 
 
@@ -23,6 +25,8 @@ class Platform(StrEnum):
 
 
 PLATFORMS: tuple[str, ...] = tuple(p.value for p in Platform)
+yaml.SafeDumper.add_representer(Platform, lambda dumper, value: dumper.represent_str(value.value))
+"""A platform in a YAML file is its name (``yaml.safe_dump`` refuses str subclasses otherwise)."""
 DEFAULT_PLATFORM = Platform.KNATIVE
 
 

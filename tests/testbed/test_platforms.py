@@ -83,3 +83,12 @@ def test_settings_are_the_platforms_own():
 def test_the_kube_backend_of_openwhisk_needs_its_api_and_key():
     with pytest.raises(InputError, match="needs --openwhisk-api URL and --openwhisk-auth FILE"):
         platform_entry("openwhisk").kube_backend_for({"namespace": "default"}, {})
+
+
+def test_a_platform_is_its_name_in_every_file_format():
+    import json
+
+    import yaml
+
+    assert json.loads(json.dumps({"p": Platform.OPENWHISK})) == {"p": "openwhisk"}
+    assert yaml.safe_load(yaml.safe_dump({"p": Platform.OPENWHISK})) == {"p": "openwhisk"}
