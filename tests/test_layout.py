@@ -1,7 +1,7 @@
 """The repository's layout, as DESIGN.md states it: no import cycle among all its modules, packages
-import only the packages below them, and inside ``testbed`` and ``testbed/local`` each room imports
-only rooms on a lower floor. Every import counts, including those inside functions (a lazy import
-is still a dependency); ``from package import module`` is an arrow to that module, not to the
+import only the packages below them, and inside ``testbed``, ``testbed/local`` and ``testbed/kube``
+each room imports only rooms on a lower floor. Every import counts, including those inside
+functions (a lazy import is still a dependency); ``from package import module`` is an arrow to that module, not to the
 package's ``__init__`` (which every submodule import runs anyway). ``agent/``'s own rooms are kept
 by tests/agent/test_agent_layout.py."""
 
@@ -37,6 +37,19 @@ LOCAL_FLOORS = (
 )
 """``testbed/local``'s rooms, top to bottom: the controllers (a lab process) never reach the
 lifecycle above them; ``down`` is a room below both."""
+KUBE_FLOORS = (
+    ("cli",),
+    ("openwhisk_backend",),
+    ("backend",),
+    ("image_reset",),
+    ("rollout",),
+    ("watch", "render"),
+    ("faults",),
+    ("access", "nodes", "images", "api", "openwhisk", "inventory", "versions"),
+)
+"""``testbed/kube``'s rooms, top to bottom: the backend composes its jobs (the reset, the rollout,
+the watch), each below it; OpenWhisk's backend is a kind of Knative's."""
+FLOORS = {"testbed": TESTBED_FLOORS, "testbed.local": LOCAL_FLOORS, "testbed.kube": KUBE_FLOORS}
 
 
 def _module(path: Path) -> str:
@@ -116,7 +129,7 @@ def test_packages_import_only_packages_below(edge):
     assert PACKAGES.index(a) < PACKAGES.index(b), f"{edge[0]} ({a}) imports {edge[1]} ({b}) above it"
 
 
-@pytest.mark.parametrize(("package", "floors"), [("testbed", TESTBED_FLOORS), ("testbed.local", LOCAL_FLOORS)])
+@pytest.mark.parametrize(("package", "floors"), list(FLOORS.items()))
 def test_rooms_import_only_rooms_on_lower_floors(package, floors):
     wrong = []
     for a, b in EDGES:
@@ -129,7 +142,7 @@ def test_rooms_import_only_rooms_on_lower_floors(package, floors):
 
 
 def test_every_room_has_a_floor():
-    for package, floors in (("testbed", TESTBED_FLOORS), ("testbed.local", LOCAL_FLOORS)):
+    for package, floors in FLOORS.items():
         rooms = {r for m in GRAPH if (r := _room(m, package)) is not None and r != "__main__"}
         for room in rooms:
             _floor(room, floors)
