@@ -33,7 +33,7 @@ import pandas as pd
 
 from loadgen.errors import InputError, LoadgenError
 from loadgen.results import RunResult, write_run
-from loadgen.targets import IngressTarget, Target, as_target
+from loadgen.targets import Target, as_target
 from loadgen.workload import Workload
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def resolve_targets(
 
 
 def write_schedule(workload: Workload, directory: Path, urls: list[str], hosts: list[str | None],
-                   functions: list[str], *, concurrency: int, target: Target | None = None) -> Path:
+                   functions: list[str], *, concurrency: int, target: Target) -> Path:
     """``schedule.npz`` (numeric columns) + ``schedule.json`` (names, URLs, distinct payloads): cheap
     for the Locust processes to load without pandas or pyarrow."""
     frame = workload.frame
@@ -109,7 +109,6 @@ def write_schedule(workload: Workload, directory: Path, urls: list[str], hosts: 
         function_index=fidx,
         payload_index=payload_codes.astype(np.int32),
     )
-    target = target or IngressTarget(urls[0] if urls else "")
     meta: dict[str, Any] = {"functions": functions, "urls": urls, "hosts": hosts,
                             "payloads": [str(p) for p in payloads], "concurrency": concurrency,
                             "platform": str(target.platform), "answer": target.answer, "headers": target.headers()}

@@ -89,7 +89,7 @@ def _knative_hint(url: str, key_file: Path) -> list[str]:
 
 def _no_settings(settings: Mapping[str, Any]) -> None:
     if settings:
-        raise InputError(f"Knative takes no deployment settings here, got {sorted(settings)}", field="settings")
+        raise InputError(f"Knative takes no deployment settings here, got {sorted(settings)}", field="openwhisk")
 
 
 # --- OpenWhisk ----------------------------------------------------------------------------------------

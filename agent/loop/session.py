@@ -102,30 +102,29 @@ def open_session(config: ExperimentConfig, out: Path) -> Session:
         be = make_backend(config.backend, spec, seed=config.seed, kube=KubeOptions(**config.backend_options)
                           if config.backend_options else None, platform=config.platform)
         config = dataclasses.replace(config, cluster=cluster_name or "")
-    notes: list[str] = []
     try:
         live = _live_cluster(be, out) if tuner is None else None
         if tuner is None:
             tuner = build(live)
-        note = _forced_placement_note(spec if spec is not None else live, be, wl, out, notes)
+        notes = _placement_notes(spec if spec is not None else live, be, wl, out)
     except BaseException:
         be.close()
         raise
-    if note:
-        notes.append(note)
     return Session(config, be, wl, tuner, out, notes)
 
 
-def _forced_placement_note(cluster: Any, be: Any, wl: Any, out: Path, notes: list[str]) -> str | None:
-    """Said before the first run when no weight can move any pod (every function fits one node)."""
+def _placement_notes(cluster: Any, be: Any, wl: Any, out: Path) -> list[str]:
+    """Said before the first run: no weight can move any pod (every function fits one node), or
+    the live cluster could not be read to tell."""
     from testbed.sim.scheduling import forced_placement_note
 
     if cluster is None and callable(getattr(be, "snapshot_cluster", None)):  # kube: the live nodes
         try:
             cluster = be.snapshot_cluster(out / "cluster-view")
         except ScoretuneError as err:
-            notes.append(f"could not read the cluster to check its placements: {err}")
-    return forced_placement_note(cluster, wl.functions) if cluster is not None else None
+            return [f"could not read the cluster to check its placements: {err}"]
+    note = forced_placement_note(cluster, wl.functions) if cluster is not None else None
+    return [note] if note else []
 
 
 def _live_cluster(be: Any, out: Path) -> Any:

@@ -91,8 +91,8 @@ class NoisyObjective:
             self._where[setting.label()] = summary["where"]
             value, self._facts[setting.label()] = measured_run(summary, self.metric)
         else:
-            kw = {"truth": self.truth} if self.truth is not None else {"config": self.config} if self.config else {}
-            value, self._facts[setting.label()] = sim_run(self.cluster, self.workload, setting, seed, self.metric, **kw)
+            value, self._facts[setting.label()] = sim_run(self.cluster, self.workload, setting, seed, self.metric,
+                                                          truth=self.truth, config=self.config)
         return value * error
 
     def where(self, setting: WeightSetting) -> Mapping[str, Any]:
@@ -130,8 +130,8 @@ class Truth:
         key = setting.label()
         hit = self._cache.get(key)
         if hit is None:
-            kw = {"truth": self.truth} if self.truth is not None else {"config": self.config} if self.config else {}
-            hit = np.array([sim_metric(self.cluster, self.workload, setting, s, self.metric, **kw) for s in self.seeds])
+            hit = np.array([sim_metric(self.cluster, self.workload, setting, s, self.metric, truth=self.truth,
+                                       config=self.config) for s in self.seeds])
             self._cache[key] = hit
         return hit
 

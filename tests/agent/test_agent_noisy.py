@@ -94,13 +94,13 @@ def test_a_tuner_never_sees_a_true_value(lab, monkeypatch):
     inside = {"loop": False}
     real_metric, real_run = noisy.sim_metric, noisy.sim_run
 
-    def recording(cluster_, workload_, setting, seed, metric):
+    def recording(cluster_, workload_, setting, seed, metric, **kw):
         calls.append((seed, inside["loop"]))
-        return real_metric(cluster_, workload_, setting, seed, metric)
+        return real_metric(cluster_, workload_, setting, seed, metric, **kw)
 
-    def recording_run(cluster_, workload_, setting, seed, metric):
+    def recording_run(cluster_, workload_, setting, seed, metric, **kw):
         calls.append((seed, inside["loop"]))
-        return real_run(cluster_, workload_, setting, seed, metric)
+        return real_run(cluster_, workload_, setting, seed, metric, **kw)
 
     monkeypatch.setattr(noisy, "sim_metric", recording)
     monkeypatch.setattr(noisy, "sim_run", recording_run)
