@@ -30,7 +30,7 @@ import requests
 from functions.platform import DEFAULT_PLATFORM, Platform, parse_platform
 from loadgen.targets import Target
 from testbed.cluster import ClusterSpec, cluster_to_dict, load_cluster
-from testbed.errors import ClusterSpecError, TestbedError
+from testbed.errors import ClusterSpecError, InputError, TestbedError
 from testbed.local import cpu
 from testbed.local.state import LabState, record_for
 from testbed.local.teardown import down
@@ -49,7 +49,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def check_port_free(port: int) -> None:
-    """A clear error, before anything starts, when the ingress port is taken."""
+    """A clear error, before anything starts, when the ingress port is out of range or taken."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise InputError(f"must be a TCP port in 0..65535 (0: any free port), got {port!r}", field="--port")
     if port == 0:
         return
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

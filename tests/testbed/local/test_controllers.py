@@ -196,3 +196,12 @@ def test_the_lab_description_picks_the_controller(tmp_path, platform):
     state.write_lab(lab)
     with pytest.raises(Exception, match="lab.json: field platform: unknown platform 'lambda'"):
         controller_for(state)
+
+
+@pytest.mark.parametrize("port", [-1, 65536, 99999])
+def test_a_port_out_of_range_is_one_line_before_anything_starts(tmp_path, port):
+    from testbed.errors import InputError
+
+    with pytest.raises(InputError, match=r"field --port: must be a TCP port in 0\.\.65535"):
+        labmod.up("lab-small", state_dir=tmp_path / "state", port=port)
+    assert LabState(tmp_path / "state").procs() == []
