@@ -44,7 +44,7 @@ CONTAINER_PORT = 8080
 CONTAINER_UID = 10001
 # What functions/runtime.py imports, with the ranges pyproject.toml allows.
 RUNTIME_REQUIREMENTS = ("starlette>=0.36,<1", "uvicorn>=0.27,<1", "anyio>=3.6.2,<5", "PyYAML>=6,<7")
-RUNTIME_FILES = ("__init__.py", "errors.py", "payload.py", "runtime.py")
+RUNTIME_FILES = ("__init__.py", "errors.py", "payload.py", "platform.py", "openwhisk.py", "runtime.py")
 TEMPLATE = "Dockerfile.j2"
 _SKIP_DIRS = {"__pycache__", ".pytest_cache"}
 _SKIP_SUFFIXES = {".pyc", ".pyo"}

@@ -198,8 +198,15 @@ def build_command(
     write_sizes: bool = typer.Option(
         False, "--write-sizes", help="Record each built image's size as its spec's image.size."
     ),
+    runtime: str = typer.Option(
+        "docker", "--runtime", help="docker: through a Docker engine; oci: OCI images built here with mmdebstrap, "
+        "pip and umoci (what the embedded lab's container runtime pulls; no engine needed)."
+    ),
+    cache: Path = typer.Option(None, "--cache", help="oci: where the layout and its layers are kept "
+                               "(default: $SCORETUNE_OCI_CACHE, else the user cache directory)."),
 ) -> None:
-    """Build every function's image through the Docker Engine API (docker SDK).
+    """Build every function's image through the Docker Engine API (docker SDK), or as OCI images
+    on this machine (--runtime oci).
 
     The build contexts are written to --context-dir first. Without a reachable engine the command
     says so in one line and exits 1, since no image was built; --context-only succeeds there.
@@ -207,6 +214,17 @@ def build_command(
     from functions.build import build_images, write_contexts, write_image_size
 
     specs = _specs(names)
+    if runtime not in ("docker", "oci"):
+        raise FunctionsError(f"--runtime must be docker or oci, got {runtime!r}")
+    if runtime == "oci":
+        from functions.oci import OciBuilder, default_cache_dir
+
+        builder = OciBuilder(cache or default_cache_dir())
+        for name, img in builder.build(specs).items():
+            layers = ", ".join(d.split(":")[1][:12] for d in img.layers)
+            typer.echo(f"{img.image}  {builder.layout}:{img.tag}  {_mib(img.size_bytes)} compressed "
+                       f"(spec {_mib(next(s for s in specs if s.name == name).image_size_bytes)})  layers {layers}")
+        return
     if context_only:
         paths = write_contexts(specs, context_dir)
         typer.echo(f"wrote build contexts for {len(paths)} function(s) to {context_dir}")

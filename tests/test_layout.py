@@ -32,11 +32,15 @@ LOCAL_FLOORS = (
     ("studies", "backend"),
     ("lab", "controllers"),
     ("teardown", "node_agent"),
-    ("placement", "routing", "cpu"),
+    ("containers",),
+    ("node_runtime", "neighbour"),
+    ("placement", "routing", "hardware"),
+    ("cpu",),
     ("state",),
 )
 """``testbed/local``'s rooms, top to bottom: the controllers (a lab process) never reach the
-lifecycle above them; ``down`` is a room below both."""
+lifecycle above them; ``down`` is a room below both; the container runtime sits below the agent
+that runs it and the teardown that removes it, above the seam it implements."""
 KUBE_FLOORS = (
     ("cli",),
     ("openwhisk_backend",),

@@ -30,6 +30,8 @@ def lab_table_command(
                                 "simulator (minutes, not hours)."),
     platform: Platform = typer.Option(DEFAULT_PLATFORM, help="What serves the functions in every experiment: "
                                       "Knative (activator, KPA) or OpenWhisk (controller, invokers)."),
+    runtime: str = typer.Option("process", help="How the embedded lab's nodes run pods: process, containers (real "
+                                "images, runc, shaped links) or auto."),
     report_only: bool = typer.Option(False, "--report-only", metavar="", help="Only build the table from finished "
                                      "experiments."),
 ) -> None:
@@ -48,11 +50,11 @@ def lab_table_command(
     seed_list = list(range(seeds))
     if not report_only:
         run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, duration_s=duration,
-                        backend=backend, platform=platform,
+                        backend=backend, platform=platform, runtime=runtime,
                         on_step=lambda record, records: console.print(step_lines(record, records)))
     frame = collect(out, names, [m.name for m in specs], seed_list)
     config = {"scenarios": names, "methods": [m.__dict__ for m in specs], "seeds": seed_list, "steps": steps,
-              "confirm": confirm, "duration_s": duration, "platform": platform.value,
+              "confirm": confirm, "duration_s": duration, "platform": platform.value, "runtime": runtime,
               "command": "scoretune lab-table " + " ".join(argv_tail("lab-table"))}
     path = write_report(out, frame, shipped, config)
     console.print(path.read_text())

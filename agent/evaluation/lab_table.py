@@ -104,7 +104,7 @@ def workload_path(out: Path, seed: int, duration_s: float) -> Path:
 
 def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMethod], seeds: Sequence[int], *,
                     steps: int, confirm: int, duration_s: float, backend: str = "local",
-                    platform: Platform = DEFAULT_PLATFORM,
+                    platform: Platform = DEFAULT_PLATFORM, runtime: str = "process",
                     on_step: Callable[[Any, list[Any]], None] | None = None) -> None:
     """Every (scenario, method, seed) experiment not finished yet, in order, each built by
     :func:`agent.loop.session.open_session` as ``scoretune tune`` builds one (``backend``:
@@ -127,7 +127,7 @@ def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMe
                     config = ExperimentConfig.load(d)
                 else:
                     config = ExperimentConfig(
-                        backend=backend, platform=platform, cluster=scenario, workload=str(wl), steps=steps,
+                        backend=backend, platform=platform, runtime=runtime, cluster=scenario, workload=str(wl), steps=steps,
                         confirm=confirm, seed=seed, **method.config_fields(),
                     ).with_absolute_paths()
                 log.info("lab table: %s %s on %s, seed %d -> %s", "resuming" if resume else "running",

@@ -65,13 +65,16 @@ class ExperimentConfig:
     """How the backend was constructed beyond its name (the kube connection); kept for resume."""
     platform: Platform = DEFAULT_PLATFORM
     """What serves the functions: Knative Serving or OpenWhisk (``testbed.platforms``)."""
+    runtime: str = "process"
+    """How the embedded lab's nodes run pods (``local`` and ``auto`` backends): ``process``,
+    ``containers`` (real images, runc, shaped links) or ``auto`` (containers when they work)."""
 
     def __post_init__(self) -> None:
         for name in ("steps", "repeats", "seed", "max_reruns", "confirm"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise AgentError(f"{name} must be an integer, got {value!r}")
-        for name in ("method", "backend", "cluster", "workload", "metric", "reward", "platform"):
+        for name in ("method", "backend", "cluster", "workload", "metric", "reward", "platform", "runtime"):
             if not isinstance(getattr(self, name), str):
                 raise AgentError(f"{name} must be a string, got {getattr(self, name)!r}")
         if self.policy is not None and not isinstance(self.policy, str):
@@ -103,6 +106,8 @@ class ExperimentConfig:
             object.__setattr__(self, "platform", parse_platform(self.platform))
         except InputError as err:
             raise AgentError(err.detail) from None
+        if self.runtime not in ("process", "containers", "auto"):
+            raise AgentError(f"unknown lab runtime {self.runtime!r}; valid: process, containers, auto")
         if self.reward not in REWARDS:
             raise AgentError(f"unknown reward {self.reward!r}; valid: {list(REWARDS)}")
         wait = self.fault_wait_s

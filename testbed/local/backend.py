@@ -48,6 +48,7 @@ class LocalBackend:
         timeout_s: float = 30.0,
         attach: bool = False,
         platform: str | Platform = DEFAULT_PLATFORM,
+        runtime: str = "process",
     ) -> None:
         self.cluster = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
         if state_dir is None:
@@ -67,7 +68,7 @@ class LocalBackend:
         if handle is None:
             handle = labmod.up(
                 self.cluster, state_dir=self.state_dir, port=port, cpu_enforcement=cpu_enforcement, seed=seed,
-                owner_pid=os.getpid(), platform=platform,
+                owner_pid=os.getpid(), platform=platform, runtime=runtime,
             )
             log.info(
                 "embedded lab up at %s (state in %s; it stops when this process exits, or with "

@@ -33,14 +33,23 @@ def up_cmd(
     seed: int = typer.Option(0, "--seed"),
     platform: Platform = typer.Option(DEFAULT_PLATFORM, "--platform", help="What serves the functions: Knative's "
                                       "activator and KPA, or OpenWhisk's controller and invokers (its REST API)."),
+    runtime: str = typer.Option("process", "--runtime", help="How nodes run pods: process (local processes, "
+                                "pulls are waits), containers (real images from a registry, runc pods, shaped "
+                                "links; root and `make setup-containers`), or auto (containers when they work)."),
+    hardware: Path | None = typer.Option(None, "--hardware", help="The nodes' hidden hardware (CPU quota, link, "
+                                         "noisy neighbour); default: the cluster's shipped file, if any."),
     state_dir: Path | None = _STATE,
 ) -> None:
     """Start one node agent per node, the ingress (Knative's activator or OpenWhisk's controller),
     the autoscaler or invokers, and the scheduler."""
-    handle = labmod.up(cluster, state_dir=state_dir, port=port, cpu_enforcement=cpu, seed=seed, platform=platform)
+    handle = labmod.up(cluster, state_dir=state_dir, port=port, cpu_enforcement=cpu, seed=seed, platform=platform,
+                       runtime=runtime, hardware=hardware)
     c = _console()
     c.print(f"[bold]lab up[/bold] ({handle.platform}): ingress {handle.url} (state in {handle.state_dir})")
     c.print(f"notice: {handle.cpu_mode.notice}")
+    lab = LabState(handle.state_dir).read_lab() or {}
+    rt = lab.get("runtime", {})
+    c.print(f"runtime: {rt.get('kind')} ({rt.get('reason')})" + (f"; hardware from {lab['hardware_file']}" if lab.get("hardware_file") else ""))
     for line in platform_entry(handle.platform).lab_hint(handle.url, LabState(handle.state_dir).guest_key_file):
         c.print(line)
 
@@ -97,6 +106,7 @@ def down_cmd(state_dir: Path | None = _STATE) -> None:
     _console().print(
         f"lab down: stopped {stopped['controller']} controller, {stopped['agent']} agent(s), "
         f"{stopped['instance']} instance(s); removed {stopped['cgroups']} cgroup(s)"
+        + (f", {stopped['containers']} container(s), {stopped['network']} network object(s)" if "network" in stopped else "")
     )
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import psutil
 import requests
 
+from functions.errors import FunctionsError
 from functions.platform import DEFAULT_PLATFORM, Platform, parse_platform
 from loadgen.targets import Target
 from testbed.cluster import ClusterSpec, cluster_to_dict, load_cluster
@@ -192,11 +193,19 @@ def prepare(
     owner_pid: int | None = None,
     platform: Platform = DEFAULT_PLATFORM,
     openwhisk: dict[str, Any] | None = None,
+    runtime: tuple[str, str] = ("process", "default"),
+    hardware: tuple[dict[str, Any], str | None] | None = None,
 ) -> cpu.CpuMode:
     """Pick the CPU enforcement, create the lab cgroup, write ``lab.json`` (and, for OpenWhisk, a
     fresh guest key). With ``owner_pid`` the controller tears the whole lab down once that process
-    is gone (a backend that crashed)."""
-    mode = cpu.detect(cpu_enforcement)
+    is gone (a backend that crashed). ``runtime``: (kind, why it was chosen); ``hardware``: the
+    nodes' hidden hardware and its file (None: what the spec implies)."""
+    from testbed.local import hardware as hw
+
+    hw_nodes, hw_file = hardware if hardware is not None else (hw.defaults(spec), None)
+    mode = cpu.detect("auto" if runtime[0] == "containers" and cpu_enforcement == "auto" else cpu_enforcement)
+    if runtime[0] == "containers" and mode.mode == "duty-cycle":
+        raise TestbedError(f"the container runtime needs cgroup CPU quotas, and {mode.reason}")
     log.info("%s", mode.notice)
     state.ensure()
     lab_group = f"scoretune-lab-{uuid.uuid4().hex[:8]}"
@@ -218,6 +227,9 @@ def prepare(
             "profile": profile_config,
             "platform": str(platform),
             "openwhisk": openwhisk or {},
+            "runtime": {"kind": runtime[0], "reason": runtime[1]},
+            "hardware": hw.to_dict(hw_nodes),
+            "hardware_file": hw_file,
             "started_at": time.time(),
             "started_by": os.getpid(),
             "owner": asdict(record_for("owner", "owner", owner_pid)) if owner_pid else None,
@@ -260,18 +272,35 @@ def up(
     owner_pid: int | None = None,
     platform: str | Platform = DEFAULT_PLATFORM,
     openwhisk: dict[str, Any] | None = None,
+    runtime: str = "process",
+    hardware: str | Path | None = None,
+    image_cache: Path | None = None,
 ) -> LabHandle:
     """Start the lab and return once its controller answers; raises before starting anything on
     bad input (a spec that cannot run, a taken port, a lab already running in ``state_dir``, an
     unknown platform). ``platform``: ``knative`` (activator and KPA) or ``openwhisk`` (controller,
     invokers and their container pools, behind OpenWhisk's REST API); ``openwhisk``: fields of
     :class:`testbed.openwhisk.config.OpenWhiskConfig` that differ from the deployment the role
-    makes (checked here, before anything starts)."""
+    makes (checked here, before anything starts). ``runtime``: ``process`` (instances are local
+    processes), ``containers`` (real images, runc pods, shaped links; needs root and Debian's
+    packages) or ``auto`` (containers when they work); ``hardware``: a hardware file (default: the
+    cluster's shipped one, if any; :mod:`testbed.local.hardware`)."""
+    from testbed.local import hardware as hw
+    from testbed.local.containers import tools
+
     entry = platform_entry(platform)
     platform = entry.platform
     entry.check_settings(openwhisk or {})
     spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
     check_cluster(spec)
+    hardware_nodes = hw.load_hardware(spec, hardware)
+    if runtime not in tools.RUNTIMES:
+        raise InputError(f"must be one of {', '.join(tools.RUNTIMES)}, got {runtime!r}", field="--runtime")
+    try:
+        chosen = tools.choose(runtime)
+    except RuntimeError as err:
+        raise TestbedError(f"--runtime containers: {err}") from None
+    log.info("lab runtime: %s (%s)", *chosen)
     state = LabState(state_dir)
     if running_lab(state.root) is not None:
         raise TestbedError(f"a lab is already running in {state.root}; `scoretune testbed down` first")
@@ -280,16 +309,33 @@ def up(
     check_port_free(port)
     mode = prepare(
         spec, state, port=port, cpu_enforcement=cpu_enforcement, seed=seed, profile_config=profile_config,
-        owner_pid=owner_pid, platform=platform, openwhisk=openwhisk,
+        owner_pid=owner_pid, platform=platform, openwhisk=openwhisk, runtime=chosen, hardware=hardware_nodes,
     )
     try:
+        if chosen[0] == "containers":
+            _containers_up(spec, state, hw.from_dict(state.read_lab()["hardware"]), image_cache)
         start_agents(spec, state)
         handle = start_controller(state, port, mode, platform)
-    except (RuntimeError, TimeoutError) as err:
+    except (RuntimeError, TimeoutError, OSError, FunctionsError) as err:
         logs = "\n".join(f"--- {p.name}\n{_tail(p)}" for p in sorted(state.logs_dir.glob("*.log")) if p.stat().st_size)
         down(state.root)
         raise TestbedError(f"the lab did not start: {err}\n{logs}") from None
     return handle
+
+
+def _containers_up(spec: ClusterSpec, state: LabState, hardware: dict[str, Any], image_cache: Path | None) -> None:
+    """Build (or find) the images, then the network and registry; ``lab.json`` records each first."""
+    from testbed.local.containers import setup
+
+    images, layout = setup.build(image_cache)
+
+    def record(block: dict[str, Any]) -> None:
+        lab = state.read_lab() or {}
+        lab["containers"] = block
+        state.write_lab(lab)
+
+    lab = state.read_lab() or {}
+    setup.bring_up(spec, state, lab["cpu"]["lab_group"].rsplit("-", 1)[-1], hardware, images, layout, record)
 
 
 def status(state_dir: str | Path | None = None) -> dict[str, Any]:

@@ -27,77 +27,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 from aiohttp import ClientSession, ClientTimeout, web
 
 from testbed.local import cpu
+from testbed.local.node_runtime import Instance, NodeRuntime, ProcessRuntime, child_setup
 from testbed.local.state import LabState, ProcRecord, record_for
 
 log = logging.getLogger(__name__)
 
-PR_SET_PDEATHSIG = 1
 READY_TIMEOUT_S = 120.0
 MEMORY_POLL_S = 0.25
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _child_setup() -> None:
-    """Runs in the instance process before exec: die with the agent (``PR_SET_PDEATHSIG``)."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:  # the agent died between fork and prctl
-        os._exit(1)
-
-
-@dataclass
-class Instance:
-    id: str
-    function: str
-    image: str
-    memory_limit_bytes: int
-    port: int = 0
-    state: str = "pulling"
-    proc: subprocess.Popen | None = None
-    group: str | None = None
-    rss_bytes: int = 0
-    image_pull_s: float = 0.0
-    start_s: float = 0.0
-    init_s: float = 0.0
-    exit_reason: str | None = None
-
-    def view(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "function": self.function,
-            "state": self.state,
-            "port": self.port,
-            "pid": self.proc.pid if self.proc else None,
-            "rss_bytes": self.rss_bytes,
-            "exit_reason": self.exit_reason,
-        }
 
 
 class NodeAgent:
     def __init__(self, state: LabState, node_name: str) -> None:
         from functions.spec import discover_specs
         from testbed.cluster import parse_cluster
+        from testbed.local import hardware as hw
 
         self.state = state
         lab = state.read_lab()
@@ -106,103 +61,117 @@ class NodeAgent:
         self.lab = lab
         cluster = parse_cluster(lab["cluster"], file=lab.get("cluster_file", "<cluster>"))
         self.node = cluster.node(node_name)
-        self.max_speed = max(n.speed for n in cluster.nodes)
         self.specs = discover_specs()
-        self.images: set[str] = set(self.node.images)
+        self.hardware = hw.from_dict(lab["hardware"])[node_name] if lab.get("hardware") else hw.defaults(cluster)[node_name]
         self.instances: dict[str, Instance] = {}
-        self._pull_lock = asyncio.Lock()
         mode = cpu.CpuMode(lab["cpu"]["mode"], lab["cpu"]["base"], lab["cpu"]["reason"])
         self.cpu_mode = mode
         if mode.mode == "duty-cycle":
             self.limiter: cpu.Limiter = cpu.DutyCycleLimiter()
         else:
             self.limiter = cpu.CgroupLimiter(mode, lab["cpu"]["lab_group"], on_create=state.add_cgroup)
-        self.speed_scale = self.node.speed / self.max_speed
-        self.node_group = self.limiter.create(
-            f"node-{self.node.name}", cpu.quota_milli(self.node.cpu_milli, self.node.speed, self.max_speed)
-        )
+        self.speed_scale = self.hardware.core_speed
+        self.node_group = self.limiter.create(f"node-{self.node.name}", self.hardware.cpu_milli)
+        self.runtime: NodeRuntime = self._runtime(lab, mode)
+        self._neighbours: list[subprocess.Popen] = []
         self._session: ClientSession | None = None
 
-    # --- instances ---
-    async def _pull(self, image: str) -> float:
-        """Wait for ``image`` (size / bandwidth) unless cached; returns the seconds waited."""
-        t0 = time.monotonic()
-        if image in self.images:
-            return 0.0
-        async with self._pull_lock:
-            if image not in self.images:
-                size = next((s.image_size_bytes for s in self.specs.values() if s.image == image), 0)
-                await asyncio.sleep(size / self.node.image_pull_bytes_per_s)
-                self.images.add(image)
-        return time.monotonic() - t0
+    def _runtime(self, lab: dict[str, Any], mode: cpu.CpuMode) -> NodeRuntime:
+        kind = lab.get("runtime", {}).get("kind", "process")
+        if kind == "containers":
+            from testbed.local.containers.runtime import ContainerRuntime
 
+            assert isinstance(self.limiter, cpu.CgroupLimiter)
+            return ContainerRuntime(node=self.node, hardware=self.hardware, mode=mode,
+                                    node_group_path=self.limiter.root / self.node_group, state_root=self.state.root,
+                                    lab=lab, on_cgroup=self.state.add_cgroup, log_path=self.state.log_path)
+        sizes = {s.image: s.image_size_bytes for s in self.specs.values()}
+        return ProcessRuntime(node=self.node, hardware=self.hardware, limiter=self.limiter, node_group=self.node_group,
+                              image_sizes=sizes, log_path=self.state.log_path,
+                              on_spawn=lambda inst: self.state.add_proc(record_for("instance", inst.id, inst.pid)))
+
+    def _start_neighbours(self) -> None:
+        """The hardware's noisy neighbour: processes in the node's CPU group (one per core it uses)."""
+        nb = self.hardware.neighbour
+        if nb is None:
+            return
+        left = nb.cpu_milli
+        while left > 0:
+            share = min(left, 1000) / 1000
+            left -= 1000
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "testbed.local.neighbour", "--share", f"{share:.3f}", "--low", str(nb.duty_low),
+                 "--high", str(nb.duty_high), "--period", str(nb.period_s)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                preexec_fn=child_setup, close_fds=True,
+            )
+            self.limiter.add(self.node_group, proc.pid)
+            self.state.add_proc(record_for("neighbour", f"{self.node.name}-{len(self._neighbours)}", proc.pid))
+            self._neighbours.append(proc)
+
+    # --- instances ---
     async def start_instance(self, iid: str, function: str, *, pod: str | None = None) -> dict[str, Any]:
         spec = self.specs.get(function)
         if spec is None:
             return {"id": iid, "ok": False, "error": f"unknown function {function!r}"}
-        inst = Instance(iid, function, spec.image, spec.memory_limit_bytes)
+        inst = Instance(iid, function, spec.image, spec.memory_limit_bytes, spec.cpu_limit_milli, pod=pod or iid)
         self.instances[iid] = inst
-        inst.image_pull_s = await self._pull(spec.image)
+        try:
+            fetched = await self.runtime.fetch(spec.image)
+        except Exception as err:  # a pull that fails voids the run upstream (ErrImagePull)
+            self.instances.pop(iid, None)
+            return {"id": iid, "ok": False, "error": f"image pull failed: {err}"}
+        inst.image_pull_s = fetched.pull_s + fetched.unpack_s
+        inst.unpack_s, inst.bytes_pulled = fetched.unpack_s, fetched.bytes_pulled
         if inst.state == "stopped":
             return {"id": iid, "ok": False, "error": "stopped while pulling"}
-        quota = cpu.quota_milli(min(spec.cpu_limit_milli, 1000), self.node.speed, self.max_speed)
-        inst.group = self.limiter.create(f"i-{iid}", quota, parent=self.node_group)
-        inst.port = free_port()
         env = {
-            **os.environ,
             "NODE_NAME": self.node.name,
             "POD_NAME": pod or iid,
             "CONTAINER_CONCURRENCY": str(spec.container_concurrency),
-            "PORT": str(inst.port),
             "PYTHONUNBUFFERED": "1",
         }
-        logf = open(self.state.log_path(f"instance-{iid}"), "ab")
         t_spawn = time.monotonic()
         inst.state = "starting"
-        inst.proc = subprocess.Popen(
-            [sys.executable, "-m", "functions.runtime", "--function", function, "--port", str(inst.port)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_child_setup,
-            close_fds=True,
-        )
-        logf.close()
-        self.state.add_proc(record_for("instance", iid, inst.proc.pid))
+        try:
+            await self.runtime.launch(inst, env)
+        except Exception as err:
+            await self.stop_instance(iid, reason=f"start failed: {err}")
+            return {"id": iid, "ok": False, "error": f"instance did not start: {err}"}
         ok, phase = await self._wait_ready(inst, t_spawn)
         if not ok:
             reason = inst.exit_reason or phase
             await self.stop_instance(iid, reason=reason)
             return {"id": iid, "ok": False, "error": f"instance did not become ready: {reason}"}
-        # Start-up ran outside the node's quota (the simulator's start/init times are fixed, not
-        # CPU work on the node); from now on the instance's work runs under it.
-        self.limiter.add(inst.group, inst.proc.pid)
+        await self.runtime.ready(inst)
         inst.state = "ready"
         return {
             "id": iid,
             "ok": True,
             "port": inst.port,
-            "url": f"http://127.0.0.1:{inst.port}",
+            "url": inst.url,
             "image_pull_s": inst.image_pull_s,
+            "unpack_s": inst.unpack_s,
+            "bytes_pulled": inst.bytes_pulled,
             "start_s": inst.start_s,
             "init_s": inst.init_s,
-            "images": sorted(self.images),
+            "images": sorted(self.runtime.images),
         }
 
     async def _wait_ready(self, inst: Instance, t_spawn: float) -> tuple[bool, str]:
         """Poll /healthz (start done: the process serves) then /readyz (init done: handler loaded)."""
-        assert self._session is not None and inst.proc is not None
-        base = f"http://127.0.0.1:{inst.port}"
+        assert self._session is not None
         deadline = t_spawn + READY_TIMEOUT_S
         phase, t_phase = "healthz", t_spawn
         while time.monotonic() < deadline:
-            if inst.proc.poll() is not None:
-                return False, f"exited with status {inst.proc.returncode} during {phase}"
+            why = self.runtime.exited(inst)
+            if why is not None:
+                inst.exit_reason = inst.exit_reason or why
+                return False, f"{why} during {phase}"
             if inst.state == "stopped":
                 return False, "stopped"
             try:
-                async with self._session.get(f"{base}/{phase}", timeout=ClientTimeout(total=1.0)) as r:
+                async with self._session.get(f"{inst.url}/{phase}", timeout=ClientTimeout(total=1.0)) as r:
                     if r.status == 200:
                         now = time.monotonic()
                         if phase == "healthz":
@@ -224,62 +193,30 @@ class NodeAgent:
             return False
         inst.state = "stopped"
         inst.exit_reason = inst.exit_reason or reason
-        if inst.proc is not None and inst.proc.poll() is None:
-            try:
-                inst.proc.send_signal(signal.SIGCONT)
-                inst.proc.kill()
-            except ProcessLookupError:
-                pass
-            await asyncio.get_running_loop().run_in_executor(None, inst.proc.wait)
+        await self.runtime.stop(inst)
         self.state.remove_proc("instance", iid)
-        if inst.group is not None:
-            self.limiter.remove(inst.group)
         return True
 
     async def reset(self, images: list[str]) -> None:
         for iid in list(self.instances):
             await self.stop_instance(iid, reason="reset")
-        self.images = set(images)
+        await self.runtime.reset(images)
 
     # --- memory watch ---
     async def _memory_watch(self) -> None:
         while True:
             await asyncio.sleep(MEMORY_POLL_S)
-            total = 0
-            live = []
-            for inst in list(self.instances.values()):
-                if inst.proc is None or inst.state == "stopped":
-                    continue
-                if inst.proc.poll() is not None:
-                    inst.state = "exited"
-                    inst.exit_reason = inst.exit_reason or f"exited with status {inst.proc.returncode}"
-                    continue
-                try:
-                    inst.rss_bytes = psutil.Process(inst.proc.pid).memory_info().rss
-                except psutil.NoSuchProcess:
-                    continue
-                if inst.rss_bytes > inst.memory_limit_bytes:
-                    log.warning("instance %s: rss %d > limit %d: OOM-killed", inst.id, inst.rss_bytes, inst.memory_limit_bytes)
-                    inst.exit_reason = "OOMKilled (container memory limit)"
-                    inst.proc.kill()
-                    continue
-                total += inst.rss_bytes
-                live.append(inst)
-            if live and total > self.node.memory_bytes:
-                victim = max(live, key=lambda i: i.rss_bytes)
-                log.warning("node %s: rss %d > memory %d: OOM-killed %s", self.node.name, total, self.node.memory_bytes, victim.id)
-                victim.exit_reason = "OOMKilled (node memory)"
-                if victim.proc is not None:
-                    victim.proc.kill()
+            self.runtime.check([i for i in self.instances.values() if i.state != "stopped"])
 
     # --- HTTP ---
     def status(self) -> dict[str, Any]:
         return {
             "node": self.node.name,
             "pid": os.getpid(),
-            "images": sorted(self.images),
+            "images": sorted(self.runtime.images),
             "cpu_mode": self.cpu_mode.mode,
             "speed_scale": self.speed_scale,
+            **self.runtime.status(),
             "instances": [i.view() for i in self.instances.values()],
         }
 
@@ -315,12 +252,18 @@ class NodeAgent:
 
         async def lifecycle(app: web.Application):
             self._session = ClientSession()
+            await self.runtime.reset(list(self.node.images))
+            self._start_neighbours()
             watch = asyncio.create_task(self._memory_watch())
             yield
             watch.cancel()
             for iid in list(self.instances):
                 await self.stop_instance(iid, reason="agent stopped")
+            for proc in self._neighbours:
+                proc.kill()
+                proc.wait()
             await self._session.close()
+            await self.runtime.close()
             self.limiter.close()
 
         app.cleanup_ctx.append(lifecycle)

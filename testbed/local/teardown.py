@@ -7,6 +7,7 @@ Below the controllers and above the state: ``lab.down`` (a user's ``testbed down
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 from pathlib import Path
@@ -20,6 +21,9 @@ log = logging.getLogger(__name__)
 
 LAB_MODULES = {"testbed.local.controllers": "controller", "testbed.local.node_agent": "agent"}
 """The module each lab process runs (``python -m MODULE --state-dir DIR``), by role."""
+
+
+ROLES_STOPPED = ("controller", "agent", "instance", "neighbour", "registry", "cgroups")
 
 
 def stray_processes(state_root: Path) -> list[ProcRecord]:
@@ -47,12 +51,23 @@ def stray_processes(state_root: Path) -> list[ProcRecord]:
 
 
 def down(state_dir: str | Path | None = None) -> dict[str, int]:
-    """Stop every process the lab in ``state_dir`` started (controller, agents, instances), by pid,
-    then any lab process of this state directory (or of one that no longer exists) that no record
-    names, remove its cgroups, and forget its state. Returns how many of each were stopped."""
+    """Stop every process the lab in ``state_dir`` started (controller, agents, instances, noisy
+    neighbours, the registry), by pid, then any lab process of this state directory (or of one
+    that no longer exists) that no record names; remove a container lab's containers, mounts and
+    network; remove its cgroups, and forget its state. Returns how many of each were stopped.
+    Several callers at once (agents of a lab whose controller died) take turns on a lock file."""
     state = LabState(state_dir)
-    stopped: dict[str, int] = {"controller": 0, "agent": 0, "instance": 0, "cgroups": 0}
-    for role in ("controller", "agent", "instance"):
+    if not state.root.exists():
+        return dict.fromkeys(ROLES_STOPPED, 0)
+    with open(state.root / "down.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _down(state)
+
+
+def _down(state: LabState) -> dict[str, int]:
+    stopped: dict[str, int] = dict.fromkeys(ROLES_STOPPED, 0)
+    lab = state.read_lab()
+    for role in ("controller", "agent", "instance", "neighbour", "registry"):
         for rec in state.procs(role):
             if rec.pid == os.getpid():
                 continue  # the controller tearing down its own lab (its owner died) exits by itself
@@ -63,6 +78,11 @@ def down(state_dir: str | Path | None = None) -> dict[str, int]:
         if stop_process(rec):
             log.warning("stopped a stray lab %s (pid %d) no record named", rec.role, rec.pid)
             stopped[rec.role] += 1
+    if (lab or {}).get("containers") or (state.root / "containers").exists():
+        from testbed.local.containers.teardown import remove
+
+        for key, n in remove(state.root, lab).items():
+            stopped[key] = n
     for path in sorted(state.cgroups(), key=lambda p: -len(Path(p).parts)):
         if Path(path).exists() and cpu.remove_cgroup(path):
             stopped["cgroups"] += 1

@@ -35,6 +35,15 @@ REMOVED = "removed while starting"
 """What :meth:`LabControl._start_on_agent` answers for an instance removed before it was up."""
 
 
+def with_image_sizes(specs: dict[str, Any], images: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The specs with the built images' real compressed sizes (a container lab's ``lab.json``):
+    what its nodes report in ``Node.status.images`` and ImageLocality scores, as a kubelet does."""
+    from dataclasses import replace
+
+    return {name: replace(s, image_size_bytes=int(images[s.image]["size"])) if s.image in images else s
+            for name, s in specs.items()}
+
+
 class LabControl(ABC):
     """The platform-independent half of a lab controller (see the module docstring)."""
 
@@ -50,7 +59,7 @@ class LabControl(ABC):
         self.state = state
         self.lab = lab
         self.cluster = parse_cluster(lab["cluster"], file=lab.get("cluster_file", "<cluster>"))
-        self.specs = discover_specs()
+        self.specs = with_image_sizes(discover_specs(), lab.get("containers", {}).get("images", {}))
         self.seed = int(lab.get("seed", 0))
         profile = profile_from_config_dict(lab["profile"]) if lab.get("profile") else default_profile()
         self.placer = Placer(self.cluster, self.specs, profile, seed=self.seed)
