@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
-.PHONY: setup setup-run setup-lab setup-test test test-rest test-all lint bench tune testbed-up testbed-down clean
+.PHONY: setup setup-run setup-lab setup-test setup-containers images test test-rest test-all lint bench tune testbed-up testbed-down clean
 
 ## setup: scoretune with everything the tests, lint and provisioning need
 setup: $(STAMP)
@@ -54,9 +54,9 @@ $(LAB_STAMP): pyproject.toml
 test: setup-test
 	$(PYTEST) $(PYTEST_ARGS)
 
-## test-rest: every suite `make test` leaves out (the embedded lab, Locust, Ansible, Ray, slow)
+## test-rest: every suite `make test` leaves out (the embedded lab, its containers, Locust, Ansible, Ray, slow)
 test-rest: setup
-	$(PYTEST) -m "lab or integration or slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "lab or integration or slow or containers" $(PYTEST_ARGS)
 
 ## test-all: every suite
 test-all: setup
@@ -71,8 +71,22 @@ bench: setup
 	$(BIN)/python bench/run.py --write BENCHMARKS.md
 
 ## tune: the main job, a live tuning experiment on the embedded default with the twin tuner
+##   (RUNTIME=containers: the lab's nodes run real images with runc; needs root and setup-containers)
 tune: setup-run
-	$(BIN)/scoretune tune --embedded-default --out runs/tune --overwrite
+	$(BIN)/scoretune tune --embedded-default --out runs/tune --overwrite $(if $(RUNTIME),--runtime $(RUNTIME))
+
+## setup-containers: Debian's packages the lab's container runtime uses (as root: apt-get)
+CONTAINER_PACKAGES := runc docker-registry skopeo umoci mmdebstrap iproute2 tar mount
+setup-containers:
+	@dpkg -s $(CONTAINER_PACKAGES) >/dev/null 2>&1 || { \
+	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q --no-install-recommends $(CONTAINER_PACKAGES) >/dev/null || \
+	  { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q >/dev/null && \
+	    $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q --no-install-recommends $(CONTAINER_PACKAGES) >/dev/null; }; }
+	@echo "container runtime packages: $(CONTAINER_PACKAGES)"
+
+## images: the suite's OCI images for the container lab (mmdebstrap, pip, umoci; cached)
+images: setup-run setup-containers
+	$(BIN)/scoretune functions build --runtime oci
 
 ## testbed-up: a real lab from INVENTORY with Ansible, or the embedded lab without one
 testbed-up: setup-lab

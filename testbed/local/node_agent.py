@@ -110,11 +110,16 @@ class NodeAgent:
             self._neighbours.append(proc)
 
     # --- instances ---
-    async def start_instance(self, iid: str, function: str, *, pod: str | None = None) -> dict[str, Any]:
+    async def start_instance(self, iid: str, function: str, *, pod: str | None = None,
+                             limits: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Pull (if needed), start and wait for an instance; ``limits`` (``memory_bytes``,
+        ``cpu_milli``) are the pod's own when it has them, else the function spec's."""
         spec = self.specs.get(function)
         if spec is None:
             return {"id": iid, "ok": False, "error": f"unknown function {function!r}"}
-        inst = Instance(iid, function, spec.image, spec.memory_limit_bytes, spec.cpu_limit_milli, pod=pod or iid)
+        limits = limits or {}
+        inst = Instance(iid, function, spec.image, int(limits.get("memory_bytes", spec.memory_limit_bytes)),
+                        int(limits.get("cpu_milli", spec.cpu_limit_milli)), pod=pod or iid)
         self.instances[iid] = inst
         try:
             fetched = await self.runtime.fetch(spec.image)
@@ -151,6 +156,7 @@ class NodeAgent:
             "port": inst.port,
             "url": inst.url,
             "image_pull_s": inst.image_pull_s,
+            "download_s": inst.image_pull_s - inst.unpack_s,
             "unpack_s": inst.unpack_s,
             "bytes_pulled": inst.bytes_pulled,
             "start_s": inst.start_s,
@@ -235,7 +241,7 @@ class NodeAgent:
         async def create(request: web.Request) -> web.Response:
             body = await request.json()
             return web.json_response(await self.start_instance(str(body["id"]), str(body["function"]),
-                                                               pod=body.get("pod")))
+                                                               pod=body.get("pod"), limits=body.get("limits")))
 
         @routes.delete("/instances/{iid}")
         async def delete(request: web.Request) -> web.Response:
@@ -292,13 +298,14 @@ def orphaned(state: LabState, started: float, now: float) -> str | None:
     return None
 
 
-async def _orphan_watch(state: LabState, stop: asyncio.Event) -> None:
+async def _orphan_watch(state: LabState, stop: asyncio.Event, verdict: list[str]) -> None:
     started = time.monotonic()
     while not stop.is_set():
         await asyncio.sleep(ORPHAN_CHECK_S)
         why = orphaned(state, started, time.monotonic())
         if why is not None:
             log.warning("%s: this agent stops (its instances with it)", why)
+            verdict.append(why)
             stop.set()
 
 
@@ -314,10 +321,19 @@ async def _serve(agent: NodeAgent, state: LabState, name: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    watch = asyncio.create_task(_orphan_watch(state, stop))
+    verdict: list[str] = []
+    watch = asyncio.create_task(_orphan_watch(state, stop, verdict))
     await stop.wait()
     watch.cancel()
     await runner.cleanup()
+    if verdict and state.read_lab() is not None:
+        # the lab's controller or owner died and nobody ran `down`: the agents are the last of the
+        # lab, so they take the rest with them (the registry, a container lab's network, the
+        # cgroups); `down` takes turns on a lock, so every agent may try
+        from testbed.local.teardown import down
+
+        log.warning("tearing the rest of the lab down")
+        down(state.root)
 
 
 def main(argv: list[str] | None = None) -> int:

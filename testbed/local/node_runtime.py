@@ -114,6 +114,9 @@ class NodeRuntime(Protocol):
     async def ready(self, inst: Instance) -> None:
         """The instance answered ``/readyz``: its start-up is over."""
 
+    def exited(self, inst: Instance) -> str | None:
+        """Why the instance is gone (an exit, an OOM kill), or None while it runs."""
+
     def check(self, instances: list[Instance]) -> None:
         """Note exits (with the reason, OOM kills named as the platform names them) and memory."""
 
