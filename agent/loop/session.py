@@ -85,7 +85,7 @@ def open_session(config: ExperimentConfig, out: Path) -> Session:
         raise AgentError("--cluster is required for this workload (it names no cluster)")
     spec = load_cluster(cluster_name) if cluster_name else None
     context_facts = workload_context(spec, wl) if spec is not None else {}
-    live_twin = config.method == "twin" and spec is None
+    live_twin = config.method in ("twin", "twin-nofit") and spec is None
 
     def build(cluster: Any) -> Any:
         return make_tuner(config.method, ActionCodec(), seed=config.seed,

@@ -52,8 +52,8 @@ SAME = 1e-3
 class TwinTuner:
     """Proposes by searching the fitted twin; corrects it by a GP on what it got wrong."""
 
-    def __init__(self, view: UserView, codec: ActionCodec, seed: int = 0, *, prior_actions: np.ndarray | None = None
-                 ) -> None:
+    def __init__(self, view: UserView, codec: ActionCodec, seed: int = 0, *, prior_actions: np.ndarray | None = None,
+                 fit: bool = True) -> None:
         from scipy.stats import qmc
 
         from testbed.sim.backend import suite_specs
@@ -63,7 +63,9 @@ class TwinTuner:
         if missing:
             raise AgentError(f"method 'twin': the workload names function(s) {missing} the suite has no spec for, "
                              "so the twin cannot simulate them (scoretune functions list)")
-        self.name = "twin"
+        self.name = "twin" if fit else "twin-nofit"
+        self.fit_enabled = fit
+        """False: the twin stays the view as written (the ablation of the fit; the residual GP still learns)."""
         self.codec = codec
         self.view = view
         self.seed = int(seed)
@@ -98,8 +100,8 @@ class TwinTuner:
         self.actions.append(a)
         self.metrics.append(float(metric))
         where, self._where = self._where, None
-        if not where or not where.get("nodes"):
-            return  # no breakdown (a run without one): the twin keeps its last fit
+        if not where or not where.get("nodes") or not self.fit_enabled:
+            return  # no breakdown (a run without one), or no fit asked for: the twin keeps its last fit
         self.observations.append(Observation(self.codec.decode(a).to_profile(), float(metric), where))
         t0 = time.perf_counter()
         fit = self.twin.fit(self.observations)

@@ -99,6 +99,30 @@ def status_cmd(
         c.print(f"event: {e}")
 
 
+@app.command("anatomy")
+def anatomy_cmd(
+    runtime: str = typer.Option("process,containers", "--runtime", help="Runtimes to measure, comma-separated."),
+    repeats: int = typer.Option(5, "--repeats", min=1, max=100, help="Cold starts per function and condition."),
+    out: Path = typer.Option(Path("docs/results/containers/anatomy.md"), "--out", "-o", help="Markdown report."),
+) -> None:
+    """Cold-start anatomy (download, unpack, start, init) per function on each lab runtime, quiet and
+    beside a busy neighbour, with the simulator's parts (testbed/local/studies/anatomy.py)."""
+    from testbed.local.studies.anatomy import anatomy, markdown
+
+    runtimes = tuple(r for r in runtime.split(",") if r)
+    for r in runtimes:
+        if r not in ("process", "containers"):
+            raise InputError(f"must be process and/or containers, got {r!r}", field="--runtime")
+    frame = anatomy(runtimes, repeats=repeats)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out.with_suffix(".csv"), index=False)
+    import sys
+
+    tail = sys.argv[sys.argv.index("anatomy") + 1:] if "anatomy" in sys.argv else []
+    out.write_text(markdown(frame, " ".join(["scoretune testbed anatomy", *tail])))
+    _console().print(out.read_text())
+
+
 @app.command("down")
 def down_cmd(state_dir: Path | None = _STATE) -> None:
     """Stop everything the lab started (by pid) and remove its cgroups."""
@@ -129,6 +153,7 @@ def fidelity_cmd(
     calibration: Path | None = typer.Option(None, "--calibration", help="A file from `scoretune calibrate`: also compare the calibrated simulator."),
     out: Path = typer.Option(Path("runs/fidelity"), "--out", "-o", help="Directory for the runs and fidelity.json."),
     seed: int = typer.Option(0, "--seed", help="Seed of the workload recipe, the profiles and the simulator."),
+    runtime: str = typer.Option("process", "--runtime", help="How the lab's nodes run pods: process, containers or auto."),
 ) -> None:
     """Run the same K profiles on `local` and `sim`; print the Spearman rank correlation of their
     mean and p95 latencies."""
@@ -147,7 +172,7 @@ def fidelity_cmd(
     if calibration is not None:
         sims["sim-calibrated"] = SimBackend(cluster, apply_calibration(None, load_calibration(calibration)), seed=seed)
     c = _console()
-    with LocalBackend(cluster, seed=seed) as local:
+    with LocalBackend(cluster, seed=seed, runtime=runtime) as local:
         c.print(f"notice: {local.cpu_notice}")
         report = fidelity(local, sims, wl, profs, out, seed=seed)
     from rich.table import Table

@@ -130,8 +130,8 @@ def test_requests_go_through_the_ingress_to_container_pods(lab):
 
 
 def test_the_lab_shows_the_scheduler_the_real_image_sizes(lab):
-    from testbed.local.controllers.base import with_image_sizes
     from functions.spec import discover_specs
+    from testbed.local.controllers.base import with_image_sizes
 
     _, _, info = lab
     specs = with_image_sizes(discover_specs(), info["containers"]["images"])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.local import lab as labmod
 from testbed.local.containers import network, pods, tools
 from testbed.local.containers.store import convert_whiteouts
 
