@@ -217,7 +217,9 @@ class ContainerRuntime:
         self._ports.discard(inst.port)
 
     async def reset(self, images: list[str]) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.store.reset)
+        """Between steps: the node's store emptied of everything but the images its spec lists
+        (what the kube backend's image reset does), so every step starts from the same caches."""
+        await asyncio.get_running_loop().run_in_executor(None, self.store.reset, set(images))
         await self.preload(images)
 
     def status(self) -> dict[str, Any]:

@@ -146,10 +146,17 @@ class NodeStore:
         """The image's unpacked layers, topmost first (overlayfs' ``lowerdir`` order)."""
         return [self.layer_dir(d) for d in reversed(self.images[image])]
 
-    def reset(self) -> None:
-        """Forget every image: the store is deleted (no pod may be using it)."""
+    def reset(self, keep: set[str] | frozenset[str] = frozenset()) -> None:
+        """Forget every image (no pod may be using any): the layout is deleted, and every unpacked
+        layer no image of ``keep`` uses. The caller copies ``keep`` back into the layout (fast,
+        from the build); their layers are then found unpacked, as a node image baked with them."""
+        kept = {d.split(":", 1)[1] for img in keep for d in self.images.get(img, ())}
         self.images.clear()
-        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.layout, ignore_errors=True)
+        if self.layers_dir.exists():
+            for d in self.layers_dir.iterdir():
+                if d.name not in kept:
+                    shutil.rmtree(d, ignore_errors=True)
 
 
 __all__ = ["Fetch", "NodeStore", "convert_whiteouts"]

@@ -100,6 +100,22 @@ def test_a_cold_start_pulls_through_the_nodes_link_and_shares_layers(lab):
     assert warm["ok"] and warm["bytes_pulled"] == 0 and warm["image_pull_s"] == 0
 
 
+def test_a_reset_empties_the_store_but_for_the_nodes_own_images(lab):
+    _, root, info = lab
+    sizes = {e["function"]: e["size"] for e in info["containers"]["images"].values()}
+    warm_image = next(img for img, e in info["containers"]["images"].items() if e["function"] == "float-ops")
+    assert _start(root, "cold-0", "r-1", "aes")["ok"]
+    requests.delete(f"{_agent(root, 'cold-0')}/instances/r-1", timeout=60)
+    requests.post(f"{_agent(root, 'cold-0')}/reset", json={"images": []}, timeout=120).raise_for_status()
+    again = _start(root, "cold-0", "r-2", "aes")
+    assert again["ok"] and again["bytes_pulled"] > 0.9 * sizes["aes"]  # gone: pulled whole again
+    assert again["unpack_s"] > 0
+    status = requests.post(f"{_agent(root, 'warm-0')}/reset", json={"images": [warm_image]}, timeout=120).json()
+    assert status["images"] == [warm_image]
+    kept = _start(root, "warm-0", "r-3", "float-ops")
+    assert kept["ok"] and kept["bytes_pulled"] == 0 and kept["image_pull_s"] == 0
+
+
 def test_a_pod_serves_on_its_nodes_address_from_the_nodes_cgroup(lab):
     _, root, info = lab
     got = _start(root, "warm-0", "ct-addr", "float-ops")
