@@ -151,3 +151,12 @@ def test_every_room_has_a_floor():
         rooms = {r for m in GRAPH if (r := _room(m, package)) is not None and r != "__main__"}
         for room in rooms:
             _floor(room, floors)
+
+
+def test_only_the_lab_reads_the_hidden_hardware():
+    """A cluster's hardware file is what no API shows (testbed/local/hardware.py): the lab's own
+    modules read it, nothing a tuner, the simulator or a backend above the lab imports does."""
+    readers = {a for a, b in EDGES if b == "testbed.local.hardware"}
+    assert readers, "the graph sees no reader at all: the test would pass on anything"
+    outside = sorted(r for r in readers if not r.startswith("testbed.local."))
+    assert not outside, f"modules outside the lab read the hidden hardware: {outside}"

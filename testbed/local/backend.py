@@ -27,6 +27,18 @@ log = logging.getLogger(__name__)
 
 
 
+LAB_FAULTS = ("image pull failed", "instance did not start", "agent unreachable")
+"""Reasons an instance failed that are the lab's, not the profile's (a registry or runtime that
+broke): a run with one is void. An OOM kill or a crash of the function server is the profile's
+outcome (a pod packed where it does not fit): its requests count as errors, as on the platform."""
+
+
+def lab_faults(events: list[dict[str, Any]]) -> list[str]:
+    """``node: reason`` of every instance the lab failed to start for a reason of its own."""
+    return [f"{e.get('node')}: {e.get('reason')}" for e in events
+            if e.get("event") == "instance_failed" and str(e.get("reason", "")).startswith(LAB_FAULTS)]
+
+
 class LocalBackend:
     """Backend ``local``. ``cluster`` is a spec (or its path/name); ``state_dir`` the lab's state
     directory (a private temporary one by default, so a backend never collides with a running
@@ -150,6 +162,11 @@ class LocalBackend:
         summary = {k: v for k, v in summary.items() if not k.startswith(("latency_", "dispatch_", "late_"))}
         summary["lab_events"] = events
         summary["nodes_lost"] = sorted({e["node"] for e in events if e.get("event") == "node_lost"})
+        faults = lab_faults(events)
+        if faults:
+            failed = True
+            failure = "; ".join(x for x in (failure, f"the lab failed to start a pod: {faults[0]}"
+                                            + (f" (and {len(faults) - 1} more)" if len(faults) > 1 else "")) if x)
         return write_run(out_dir, result.requests, placements, info=summary, failed=failed, failure=failure)
 
     def close(self) -> None:

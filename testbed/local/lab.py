@@ -325,9 +325,9 @@ def up(
 
 def _containers_up(spec: ClusterSpec, state: LabState, hardware: dict[str, Any], image_cache: Path | None) -> None:
     """Build (or find) the images, then the network and registry; ``lab.json`` records each first."""
-    from testbed.local.containers import setup
+    from testbed.local.containers import bringup
 
-    images, layout = setup.build(image_cache)
+    images, layout = bringup.build(image_cache)
 
     def record(block: dict[str, Any]) -> None:
         lab = state.read_lab() or {}
@@ -335,7 +335,7 @@ def _containers_up(spec: ClusterSpec, state: LabState, hardware: dict[str, Any],
         state.write_lab(lab)
 
     lab = state.read_lab() or {}
-    setup.bring_up(spec, state, lab["cpu"]["lab_group"].rsplit("-", 1)[-1], hardware, images, layout, record)
+    bringup.bring_up(spec, state, lab["cpu"]["lab_group"].rsplit("-", 1)[-1], hardware, images, layout, record)
 
 
 def status(state_dir: str | Path | None = None) -> dict[str, Any]:

@@ -1,24 +1,27 @@
 """The node agent: one process per lab node, running that node's function instances.
 
 The agent is the lab's kubelet. It serves a small control API on 127.0.0.1 (the lab controller is
-its only client) and runs each instance as a real ``python -m functions.runtime`` process:
+its only client), owns the node's instance table and readiness, and leaves what differs between
+runtimes to its :class:`testbed.local.node_runtime.NodeRuntime` (``lab.json``'s ``runtime``):
 
-- **image cache**: a node starts with the images its spec lists; an instance whose image is not
-  cached first waits ``image size / the node's pull bandwidth`` (pulls are serialised per node,
-  as kubelet's ``serializeImagePulls`` default does), then the image is cached;
-- **CPU**: the node's capacity and speed are enforced by :mod:`testbed.local.cpu` (a cgroup quota
-  per node and per instance, or the duty-cycle limiter). An instance joins its quota group once it
-  is ready: process start-up is a cold-start part with its own measured time (``start_s``,
-  ``init_s``, as the simulator models it), the requests' work is what the node's capacity limits;
-- **memory**: every 0.25 s the agent reads each instance's resident set; an instance above its
-  memory limit is killed (as the kernel's OOM killer would kill the container), and when the
-  node's total goes above the node's memory the largest instance is killed;
-- **lifetime**: instances get ``PR_SET_PDEATHSIG = SIGKILL``, so killing the agent kills its
-  instances with it (their in-flight requests fail, as on a node that dies).
+- **process**: an instance is a real ``python -m functions.runtime`` process; a pull is a wait of
+  ``image size / the node's link rate`` (serialised per node, as kubelet's ``serializeImagePulls``
+  default does); start-up runs outside the node's quota, the requests' work under it; memory
+  limits are enforced by polling the resident set;
+- **containers** (:mod:`testbed.local.containers`): the image is pulled from the lab's registry
+  through the node's shaped link and unpacked; the pod is a runc container in the node's network
+  namespace and cgroups from its first instruction; the kernel enforces memory limits.
 
-API: ``GET /healthz``, ``GET /status``, ``POST /instances`` ``{"id", "function", "pod"}`` (answers once
-the instance is ready or failed, with its cold-start parts), ``DELETE /instances/{id}``,
-``POST /reset`` ``{"images": [...]}`` (kill every instance, restore the image cache).
+**CPU**: the node's capacity is a quota group (:mod:`testbed.local.cpu`) of the hardware's CPU
+(``testbed/local/hardware.py``: the spec's, or a hardware file's hidden one), with the hardware's
+noisy neighbour inside it when it has one. **Lifetime**: instances die with the agent (process
+runtime: ``PR_SET_PDEATHSIG``; containers: the agent deletes them as it stops); an agent whose
+controller or owner is gone tears the rest of the lab down.
+
+API: ``GET /healthz``, ``GET /status``, ``POST /instances`` ``{"id", "function", "pod", "limits"}``
+(answers once the instance is ready or failed, with its cold-start parts), ``DELETE
+/instances/{id}``, ``POST /reset`` ``{"images": [...]}`` (kill every instance, restore the image
+cache to those images).
 
 Entry point: ``python -m testbed.local.node_agent --state-dir DIR --node NAME``.
 """

@@ -39,6 +39,9 @@ HIDDEN_READERS = (
     ("agent.objectives.sim", "scenario_by_name"),
     ("agent.objectives.sim", "load_user_scenario"),
     ("agent.objectives.sim", "mismatch_truth"),
+    ("testbed.local.hardware", "load_hardware"),
+    ("testbed.local.hardware", "parse_hardware"),
+    ("testbed.local.hardware", "hardware_file"),
 )
 """What can read a cluster or scenario by name, or draw the truth: a tuner calls none of them."""
 

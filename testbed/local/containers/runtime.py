@@ -11,6 +11,7 @@ A pod listens on the node's address (its namespace's ``eth0``), one port per pod
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -173,8 +174,6 @@ class ContainerRuntime:
             memory_limit_bytes=inst.memory_limit_bytes,
             hostname=inst.pod or inst.id,
         )
-        import json
-
         (pod_dir / "config.json").write_text(json.dumps(spec))
         inst.extra["cid"] = f"{self.net.lab_id}-{inst.id}"
         inst.pid = await self.runc.run_detached(inst.extra["cid"], pod_dir, self.log_path(f"instance-{inst.id}"))

@@ -153,6 +153,8 @@ class LabControl(ABC):
         if not body.get("ok"):
             inst.failure = str(body.get("error"))
             log.warning("instance %s on %s failed: %s", inst.id, inst.node, inst.failure)
+            self.events.append({"t_s": time.time(), "event": "instance_failed", "instance": inst.id,
+                                "node": inst.node, "function": inst.function, "reason": inst.failure})
             return inst.failure
         inst.url = body["url"]
         inst.image_pull_s = float(body["image_pull_s"])

@@ -103,3 +103,17 @@ def test_containers_asked_for_where_they_cannot_run_is_one_line(tmp_path, monkey
         labmod.up(cluster, state_dir=tmp_path / "s", port=0, runtime="containers")
     assert "skopeo" in str(err.value) and "\n" not in str(err.value)
     assert not (tmp_path / "s" / "lab.json").exists()
+
+
+def test_a_pod_the_lab_failed_to_start_voids_the_run_an_oom_kill_does_not():
+    from testbed.local.backend import lab_faults
+
+    events = [
+        {"event": "instance_failed", "node": "a", "reason": "image pull failed: skopeo: connection refused"},
+        {"event": "instance_failed", "node": "b", "reason": "instance did not start: runc could not start x: ..."},
+        {"event": "instance_failed", "node": "b", "reason": "instance did not become ready: OOMKilled (container memory limit) during readyz"},
+        {"event": "node_lost", "node": "c"},
+    ]
+    assert lab_faults(events) == ["a: image pull failed: skopeo: connection refused",
+                                  "b: instance did not start: runc could not start x: ..."]
+    assert lab_faults(events[2:]) == []
