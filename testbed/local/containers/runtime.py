@@ -37,13 +37,17 @@ def _v1_mount(controller: str) -> Path | None:
     return None
 
 
+def _v2_mount() -> Path:
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] == "cgroup2":
+            return Path(parts[1])
+    raise RuntimeError("no cgroup v2 mount")
+
+
 def cgroup_relpath(mode: cpu.CpuMode, path: Path) -> str:
     """``path`` (a directory in the cpu hierarchy) as runc's ``cgroupsPath`` (from the hierarchy's root)."""
-    if mode.mode == "cgroup-v1":
-        mount = _v1_mount("cpu")
-    else:
-        mount = next((Path(line.split()[1]) for line in Path("/proc/self/mounts").read_text().splitlines()
-                      if line.split()[2] == "cgroup2"), None)
+    mount = _v1_mount("cpu") if mode.mode == "cgroup-v1" else _v2_mount()
     if mount is None:
         raise RuntimeError(f"no {mode.mode} mount holds {path}")
     return "/" + path.relative_to(mount).as_posix()
@@ -56,7 +60,7 @@ def memory_group(mode: cpu.CpuMode, relpath: str) -> Path:
         if mount is None:
             raise RuntimeError("no cgroup v1 memory hierarchy")
         return mount / relpath.lstrip("/")
-    return Path(mode.base or "/sys/fs/cgroup").parent / relpath.lstrip("/")  # pragma: no cover - v2 machines
+    return _v2_mount() / relpath.lstrip("/")  # v2: one hierarchy, the node's own directory (not run here)
 
 
 def oom_kills(group: Path) -> int:
@@ -106,6 +110,13 @@ class ContainerRuntime:
         on_cgroup(str(self.node_mem))
         if mode.mode == "cgroup-v1":
             (self.node_mem / "memory.limit_in_bytes").write_text(str(node.memory_bytes))
+        else:  # v2 (not run on this project's machines): memory delegated to the node's pods, its limit
+            for group in (self.node_mem.parent, self.node_mem):
+                try:
+                    (group / "cgroup.subtree_control").write_text("+memory\n")
+                except OSError as err:
+                    log.warning("cannot enable the memory controller in %s: %s", group, err.strerror)
+            (self.node_mem / "memory.max").write_text(str(node.memory_bytes))
         self._node_ooms = oom_kills(self.node_mem)
         procs = self.node_cpu / "cgroup.procs"
 
