@@ -55,6 +55,18 @@ TOOLS = {"mmdebstrap": "mmdebstrap", "umoci": "umoci"}
 """Executable -> the Debian package that provides it."""
 
 
+def read_manifest(layout: Path, tag: str) -> dict:
+    """The manifest of ``tag`` in an OCI image layout (``index.json``'s ``ref.name`` annotation)."""
+    index = json.loads((layout / "index.json").read_text())
+    desc = next(m for m in index["manifests"] if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag)
+    return json.loads(blob_path(layout, desc["digest"]).read_text())
+
+
+def blob_path(layout: Path, digest: str) -> Path:
+    algo, hexd = digest.split(":", 1)
+    return layout / "blobs" / algo / hexd
+
+
 class OciBuildError(FunctionsError):
     """An OCI image could not be built (a tool missing or failing); the message names which."""
 
@@ -258,13 +270,7 @@ class OciBuilder:
         return built
 
     def manifest(self, tag: str) -> dict:
-        index = json.loads((self.layout / "index.json").read_text())
-        desc = next(m for m in index["manifests"] if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag)
-        return json.loads(self._blob(desc["digest"]).read_text())
-
-    def _blob(self, digest: str) -> Path:
-        algo, hexd = digest.split(":", 1)
-        return self.layout / "blobs" / algo / hexd
+        return read_manifest(self.layout, tag)
 
     def describe(self, spec: FunctionSpec, tag: str, key: str) -> OciImage:
         manifest = self.manifest(tag)

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from functions.oci import blob_path, read_manifest
+
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 
@@ -99,16 +101,11 @@ class NodeStore:
             raise RuntimeError(f"{what} failed: {(err or out).decode(errors='replace').strip()[-300:]}")
 
     def _manifest_layers(self, tag: str) -> tuple[str, ...]:
-        index = json.loads((self.layout / "index.json").read_text())
-        desc = next(m for m in index["manifests"] if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag)
-        manifest = json.loads((self.layout / "blobs" / "sha256" / desc["digest"].split(":", 1)[1]).read_text())
-        return tuple(layer["digest"] for layer in manifest["layers"])
+        return tuple(layer["digest"] for layer in read_manifest(self.layout, tag)["layers"])
 
     def config(self, tag: str) -> dict:
-        index = json.loads((self.layout / "index.json").read_text())
-        desc = next(m for m in index["manifests"] if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag)
-        manifest = json.loads((self.layout / "blobs" / "sha256" / desc["digest"].split(":", 1)[1]).read_text())
-        return json.loads((self.layout / "blobs" / "sha256" / manifest["config"]["digest"].split(":", 1)[1]).read_text())
+        """The image config of ``tag`` (entrypoint, env, user: what the pod's runtime spec starts from)."""
+        return json.loads(blob_path(self.layout, read_manifest(self.layout, tag)["config"]["digest"]).read_text())
 
     async def fetch(self, image: str, ref: str, tag: str) -> Fetch:
         """Make ``image`` (registry reference ``ref``, stored as ``tag``) available on the node."""
@@ -132,7 +129,7 @@ class NodeStore:
                 tmp = target.with_name(target.name + ".part")
                 shutil.rmtree(tmp, ignore_errors=True)
                 tmp.mkdir()
-                blob = self.layout / "blobs" / "sha256" / digest.split(":", 1)[1]
+                blob = blob_path(self.layout, digest)
                 await self._exec(["tar", "-xzf", str(blob), "-C", str(tmp), "--numeric-owner", "--same-permissions"],
                                  f"unpacking layer {digest[:19]} of {image}", netns=False)
                 convert_whiteouts(tmp)
