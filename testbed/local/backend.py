@@ -27,10 +27,12 @@ log = logging.getLogger(__name__)
 
 
 
-LAB_FAULTS = ("image pull failed", "instance did not start", "agent unreachable")
+LAB_FAULTS = ("image pull failed", "instance did not start")
 """Reasons an instance failed that are the lab's, not the profile's (a registry or runtime that
 broke): a run with one is void. An OOM kill or a crash of the function server is the profile's
-outcome (a pod packed where it does not fit): its requests count as errors, as on the platform."""
+outcome (a pod packed where it does not fit): its requests count as errors, as on the platform.
+A node agent that stops answering is a node lost (``node_lost``): recorded, its requests errors,
+the run kept, as before."""
 
 
 def lab_faults(events: list[dict[str, Any]]) -> list[str]:
