@@ -30,19 +30,15 @@ FIRST_POD_PORT = 8080
 
 
 def _v1_mount(controller: str) -> Path | None:
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 4 and parts[2] == "cgroup" and controller in parts[3].split(","):
-            return Path(parts[1])
-    return None
+    """The v1 hierarchy holding ``controller`` (the mount table as :mod:`testbed.local.cpu` reads it)."""
+    return next((Path(mnt) for mnt, fstype, opts in cpu._mounts() if fstype == "cgroup" and controller in opts), None)
 
 
 def _v2_mount() -> Path:
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[2] == "cgroup2":
-            return Path(parts[1])
-    raise RuntimeError("no cgroup v2 mount")
+    mount = next((Path(mnt) for mnt, fstype, _ in cpu._mounts() if fstype == "cgroup2"), None)
+    if mount is None:
+        raise RuntimeError("no cgroup v2 mount")
+    return mount
 
 
 def cgroup_relpath(mode: cpu.CpuMode, path: Path) -> str:

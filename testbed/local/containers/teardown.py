@@ -49,10 +49,9 @@ def _remove_lab_groups(cpu_group: Path) -> None:
         rel = cpu_group.relative_to(cpu_mount)
     except ValueError:
         return
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[2] in ("cgroup", "cgroup2"):  # runc also makes one in the empty v2 "unified"
-            path = Path(parts[1]) / rel
+    for mnt, fstype, _ in cpu._mounts():
+        if fstype in ("cgroup", "cgroup2"):  # runc also makes one in the empty v2 "unified"
+            path = Path(mnt) / rel
             if path.exists():
                 cpu.remove_cgroup(path)
 
