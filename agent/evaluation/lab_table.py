@@ -159,7 +159,7 @@ def experiment_row(directory: Path) -> dict[str, Any]:
         "best_step": int(s.get("best_step") or 0), "unreplicated_pct": float(s["improvement_pct"]),
         "confirmed_pct": float(np.mean(pairs)) if pairs else 0.0,
         "applied_pct": float(np.mean(pairs)) if applied else 0.0,
-        "pairs": pairs if applied else [0.0] * max(1, len(pairs)),
+        "pairs": pairs,
         "verdict": s.get("verdict"), "applied_label": s.get("applied_label"),
     }
 
@@ -204,8 +204,28 @@ def _ci(values: Sequence[float]) -> str:
     return format_ci(ci.mean, ci.low, ci.high)
 
 
+UNCONFIRMED_NOTE = ("Each experiment counts once: its applied improvement, the mean of its confirmation pairs, or "
+                    "+0.0 when its best profile was not confirmed (the default weights stay). Intervals are 95 % "
+                    "Student-t over experiments (seeds, and scenarios in the last row); one experiment shows the "
+                    "interval over its own confirmation pairs, marked \"pairs\".")
+"""How the lab table counts: the reader is told in the table's own file (issue 44, item 6)."""
+
+
+def _experiments_cell(gm: pd.DataFrame) -> str:
+    """Applied improvement over experiments, each weighing the same; with one experiment, its pairs."""
+    if len(gm) == 1:
+        row = gm.iloc[0]
+        if row["applied"] and len(row["pairs"]) > 1:
+            ci = mean_ci(np.asarray(row["pairs"], dtype=float))
+            return f"{format_ci(row['applied_pct'], ci.low, ci.high)} pairs"
+        return f"{row['applied_pct']:+.1f}"
+    return _ci(gm["applied_pct"].tolist())
+
+
 def lab_markdown(frame: pd.DataFrame, shipped: str, baseline: str = "gp") -> str:
-    """Per scenario and method: applied improvement (%) over seeds, pooled confirmation interval."""
+    """Per scenario and method: the applied improvement (%) with every experiment (seed) weighing the
+    same -- an unconfirmed experiment is one +0.0, not as many zeros as it ran pairs, and a confirmed
+    one is its pairs' mean, not its pairs pooled -- then the shipped method against the baseline."""
     methods = list(dict.fromkeys(frame["method"]))
     lines = ["| scenario | default | " + " | ".join(md_cell(m) for m in methods)
              + f" | {md_cell(shipped)} vs {md_cell(baseline)} (%) |",
@@ -215,9 +235,8 @@ def lab_markdown(frame: pd.DataFrame, shipped: str, baseline: str = "gp") -> str
         cells = []
         for m in methods:
             gm = g[g["method"] == m]
-            pooled = [p for ps in gm["pairs"] for p in ps]
             applied = ", ".join(f"{v:+.1f}" for v in gm["applied_pct"])
-            cells.append(f"{_ci(pooled)} (seeds: {applied})")
+            cells.append(f"{_experiments_cell(gm)} (seeds: {applied})")
         over = []
         if shipped in methods and baseline in methods:
             p = g[g["method"] == shipped].set_index("seed")["applied_pct"]
@@ -226,9 +245,10 @@ def lab_markdown(frame: pd.DataFrame, shipped: str, baseline: str = "gp") -> str
             over_all += over
         versus = (f"{np.mean(over):+.1f} (seeds: {', '.join(f'{v:+.1f}' for v in over)})" if over else "–")
         lines.append(f"| {md_cell(str(scenario))} | +0.0 | " + " | ".join(cells) + f" | {versus} |")
-    means = [_ci([p for ps in frame[frame["method"] == m]["pairs"] for p in ps]) for m in methods]
+    means = [f"{_ci(frame[frame['method'] == m]['applied_pct'].tolist())} (n = {int((frame['method'] == m).sum())})"
+             for m in methods]
     lines.append("| **all scenarios** | +0.0 | " + " | ".join(means) + f" | {_ci(over_all) if over_all else '–'} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + UNCONFIRMED_NOTE + "\n"
 
 
 BUDGETS = (1, 2, 3, 5, 10)

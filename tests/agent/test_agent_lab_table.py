@@ -39,7 +39,7 @@ def test_applied_improvement_and_the_comparison_by_hand(tmp_path):
     write_experiment(tmp_path, "lab-a", "policy", 1, applied=True, refs=(1.0, 1.0), cands=(0.5, 0.5))
     frame = collect(tmp_path, ["lab-a"], ["gp", "policy"], [0, 1]).set_index(["method", "seed"])
     assert frame.loc[("gp", 0), "applied_pct"] == pytest.approx(30.0)
-    assert frame.loc[("gp", 1), "applied_pct"] == 0.0 and frame.loc[("gp", 1), "pairs"] == [0.0, 0.0]
+    assert frame.loc[("gp", 1), "applied_pct"] == 0.0 and frame.loc[("gp", 1), "pairs"] == pytest.approx([-10.0, 30.0])
     assert frame.loc[("policy", 0), "applied_pct"] == pytest.approx(50.0)
     table = lab_markdown(frame.reset_index(), "policy")
     # policy vs gp per seed: 1 - 0.5/0.7 = 28.6 %, 1 - 0.5/1.0 = 50 %
@@ -129,3 +129,19 @@ def test_the_transfer_baselines_are_lab_table_methods(tmp_path):
         assert LabMethod.parse(name, tmp_path / "p.zip").config_fields() == {"method": name, "policy": None}
     with pytest.raises(AgentError, match="gp-warm"):  # the message lists them
         LabMethod.parse("nope", tmp_path / "p.zip")
+
+
+def test_every_experiment_weighs_the_same_whatever_its_pairs(tmp_path):
+    # GP-BO's lab-taints case of the audit: two seeds confirmed (+90 %, +84 % over three pairs each),
+    # one not confirmed after three pairs. Pooling pairs reads (3*90 + 3*84 + 1*0) / 7 = 74.6; each
+    # experiment once, (90 + 84 + 0) / 3 = 58.0.
+    write_experiment(tmp_path, "lab-a", "gp", 0, applied=True, refs=(1.0,) * 3, cands=(0.1,) * 3)
+    write_experiment(tmp_path, "lab-a", "gp", 1, applied=True, refs=(1.0,) * 3, cands=(0.16,) * 3)
+    write_experiment(tmp_path, "lab-a", "gp", 2, applied=False, refs=(1.0,) * 3, cands=(1.1, 0.9, 1.2))
+    frame = collect(tmp_path, ["lab-a"], ["gp"], [0, 1, 2])
+    table = lab_markdown(frame, "gp")
+    assert "| lab-a | +0.0 | +58.0 [" in table and "(seeds: +90.0, +84.0, +0.0)" in table
+    assert "| **all scenarios** | +0.0 | +58.0 [" in table and "(n = 3)" in table
+    assert "not confirmed (the default weights stay)" in table
+    one = lab_markdown(collect(tmp_path, ["lab-a"], ["gp"], [0]), "gp")
+    assert "| lab-a | +0.0 | +90.0 [90.0, 90.0] pairs (seeds: +90.0)" in one
