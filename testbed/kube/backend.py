@@ -447,6 +447,7 @@ class KubeBackend(SchedulerRollout, ImageCacheReset):
             return write_run(out_dir, requests, placements, info=info, failed=True, failure=failure)
         seen = faults.stop() + self._run_faults(result.requests)
         watch.stop()
+        pulls_problem = watch.read_pulls()
         placements = watch.placements(t_start)
         requests = fill_nodes(result.requests, placements)
         summary = dict(result.summary)
@@ -460,6 +461,8 @@ class KubeBackend(SchedulerRollout, ImageCacheReset):
             failure = f"{void_reason(seen)}; {failure}" if failure else void_reason(seen)
         summary["faults"] = seen
         summary["oom_kills"] = oom_kills(seen)
+        if pulls_problem:
+            summary["image_pulls"] = pulls_problem
         keep = {k: v for k, v in summary.items() if k not in ("failed", "failure")}
         keep["placements"] = {"pods": int(len(placements)), "nodes": sorted({n for n in placements["node"] if isinstance(n, str)})}
         return write_run(out_dir, requests, placements, info=keep, failed=failed, failure=failure)

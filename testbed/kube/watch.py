@@ -44,6 +44,8 @@ class PodRecord:
     deleted: float | None = None
     start_s: float | None = None
     init_s: float | None = None
+    image_pull_s: float | None = None
+    """From the kubelet's Pulled event (:mod:`testbed.kube.pulls`): 0 when the image was on the node."""
     restarts_base: int = 0
     """restartCount when the watch first saw the pod if it existed before the run, else 0."""
     restarts: int = 0
@@ -147,7 +149,7 @@ class PodWatch:
     def _cold_start_parts(self, rec: PodRecord, pod: Any) -> None:
         """Start and init from the pod's own timestamps (1 s resolution, kubelet and scheduler
         clocks): start = user container started - scheduled (includes the image pull), init =
-        Ready - started. Image pull alone is only in Events, which are not read."""
+        Ready - started. The image pull alone is in the kubelet's Events: :meth:`read_pulls`."""
         scheduled = k8s_time(_get(condition(pod, "PodScheduled"), "last_transition_time")
                         or _get(condition(pod, "PodScheduled"), "lastTransitionTime"))
         ready = k8s_time(_get(condition(pod, "Ready"), "last_transition_time")
@@ -206,6 +208,20 @@ class PodWatch:
             self._watch.stop()
         self._thread.join(timeout=1.0)
 
+    def read_pulls(self) -> str | None:
+        """After :meth:`stop`: each pod's image-pull time from the kubelet's ``Pulled`` events (one
+        list call). Returns why they are unknown if the list failed (the run still counts)."""
+        from testbed.kube.pulls import fill, read_pulls
+
+        with self._lock:
+            names = list(self.pods)
+        pulls, problem = read_pulls(self._core, self._namespace, names, self._container, self._timeouts.api_s)
+        with self._lock:
+            fill(self.pods, pulls)
+        if problem:
+            log.warning("%s", problem)
+        return problem
+
     def records(self) -> list[PodRecord]:
         """A copy of every record (deleted pods included), under the lock."""
         with self._lock:
@@ -227,7 +243,7 @@ class PodWatch:
         return placements_table([
             PodTimes(pod=r.pod, function=r.function, node=r.node, created_s=rel(r.created) if r.created else math.nan,
                      scheduled_s=rel(r.scheduled), ready_s=rel(r.ready), deleted_s=rel(r.deleted),
-                     start_s=r.start_s, init_s=r.init_s)  # the image pull: not in the pod's status
+                     image_pull_s=r.image_pull_s, start_s=r.start_s, init_s=r.init_s)
             for r in recs
         ])
 

@@ -188,6 +188,10 @@ class FakeKube:
         self.resolve_digests = True
         """Knative's tag-to-digest resolution (off: the registry is in registries-skipping-tag-resolving)."""
         self.revisions: dict[str, dict[str, Any]] = {fn: self._revision(fn) for fn in functions}
+        self.pull_s: dict[str, str] = {n: "1.234s" for n in nodes}
+        """Per node, the Go duration the kubelet's Pulled event reports for a pull there."""
+        self.kube_events: list[dict[str, Any]] = []
+        """Event objects the kubelets recorded (``Pulled`` of each container of each function pod)."""
         self.cri: dict[str, ImageStore] = {n: ImageStore() for n in nodes}
         """Each node's containerd image store (reported in status.images, changed by pods and image pods)."""
         for store in self.cri.values():
@@ -443,7 +447,7 @@ class FakeKube:
                 return name
             pod = copy.deepcopy(pod)
             pod["spec"]["nodeName"] = self.node_of(fn)
-            self.cri.setdefault(self.node_of(fn), ImageStore()).pull(self.pod_image(fn))  # the kubelet's pull
+            self._kubelet_pull(name, self.node_of(fn), self.pod_image(fn))
             pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": NOW}]
             self._emit("MODIFIED", pod)
             if state in ("image-pull", "crash"):
@@ -488,6 +492,28 @@ class FakeKube:
                 self._emit("MODIFIED", pod)
             self.pods[name] = pod
             return name
+
+    def _kubelet_pull(self, pod: str, node: str, image: str) -> None:
+        """The kubelet's image pull for a new pod's containers, with the Events it records
+        (``image_manager.go`` ``EnsureImageExists``): the user container's image pulled unless the
+        node has it, queue-proxy's always present (the data plane pulled it long ago)."""
+        store = self.cri.setdefault(node, ImageStore())
+        present = store.find(image) is not None
+        store.pull(image)
+        took = self.pull_s.get(node, "1.234s")
+        user = (f'Container image "{image}" already present on machine' if present else
+                f'Successfully pulled image "{image}" in {took} ({took} including waiting). Image size: 58720256 bytes.')
+        for container, message in (("user-container", user),
+                                   ("queue-proxy", 'Container image "gcr.io/knative-releases/queue@sha256:0d1e" '
+                                                   "already present on machine")):
+            self.kube_events.append({
+                "metadata": {"name": f"{pod}.{len(self.kube_events):x}", "namespace": self.fn_ns,
+                             "creationTimestamp": NOW},
+                "involvedObject": {"kind": "Pod", "namespace": self.fn_ns, "name": pod,
+                                   "fieldPath": f"spec.containers{{{container}}}"},
+                "reason": "Pulled", "message": message, "type": "Normal", "count": 1,
+                "source": {"component": "kubelet", "host": node},
+                "firstTimestamp": NOW, "lastTimestamp": NOW, "reportingComponent": "kubelet"})
 
     def _emit(self, kind: str, pod: dict[str, Any]) -> None:
         pod["metadata"]["resourceVersion"] = self._next_rv()
@@ -568,6 +594,7 @@ class FakeKube:
             (rf"/api/v1{ns_re}/configmaps/([^/]+)", self._configmap),
             (rf"/apis/apps/v1{ns_re}/deployments/([^/]+)", self._deployment),
             (rf"/api/v1{ns_re}/pods", self._pods),
+            (rf"/api/v1{ns_re}/events", self._events),
             (rf"/api/v1{ns_re}/pods/([^/]+)/log", self._pod_log),
             (rf"/api/v1{ns_re}/pods/([^/]+)", self._pod),
             (rf"/apis/coordination.k8s.io/v1{ns_re}/leases/([^/]+)", self._lease),
@@ -768,6 +795,21 @@ class FakeKube:
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         h.wfile.write(data)
+
+    def _events(self, h: Any, method: str, ns: str, *, body: Any, query: dict[str, str]) -> None:
+        """Events of a namespace; ``fieldSelector`` as the API server takes it for events
+        (``reason=...``, ``involvedObject.name=...``, comma for and)."""
+        wanted = dict(part.split("=", 1) for part in (query.get("fieldSelector") or "").split(",") if "=" in part)
+        fields = {"reason": lambda e: e["reason"], "involvedObject.name": lambda e: e["involvedObject"]["name"],
+                  "involvedObject.kind": lambda e: e["involvedObject"]["kind"], "type": lambda e: e["type"]}
+        unknown = [k for k in wanted if k not in fields]
+        if unknown:
+            return h._status(400, "BadRequest", f'"{unknown[0]}" is not a known field selector')
+        with self.lock:
+            items = [e for e in self.kube_events if e["metadata"]["namespace"] == ns
+                     and all(fields[k](e) == v for k, v in wanted.items())]
+            h._send(200, {"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
+                          "items": copy.deepcopy(items)})
 
     def _pods(self, h: Any, method: str, ns: str, *, body: Any, query: dict[str, str]) -> None:
         if method == "POST":

@@ -332,6 +332,7 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     backend.apply(BINPACK)
     fake.calls.clear()
     fake.watch_errors.append((410, "Expired", "too old resource version: 1000 (1002)"))
+    fake.pull_s["node-2"] = "850ms"
     result = backend.run(_workload(), tmp_path / "run", seed=7)
     assert not result.failed, result.summary.get("failure")
     watched = {f"GET {PODS}", f"GET {LEASE}", f"GET {REVISIONS}", "GET /api/v1/nodes",  # the FaultWatch's looks
@@ -349,7 +350,8 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
         f"GET {FN_PODS}",
         f"GET {FN_PODS} watch",
     ]
-    assert set(calls[7:]) <= {f"GET {FN_PODS} watch"}
+    assert set(calls[7:-1]) <= {f"GET {FN_PODS} watch"}
+    assert calls[-1] == "GET /api/v1/namespaces/default/events"  # the kubelets' Pulled events, once
     assert fake.ingress_requests == {"fn-a": 10, "fn-b": 10}
     req = result.requests
     assert (req["status"] == "ok").all()
@@ -362,6 +364,7 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     assert (abs(pl.set_index("function")["created_s"] - first_sent) < 2.0).all()
     assert (pl["scheduled_s"] >= pl["created_s"]).all() and (pl["ready_s"] >= pl["scheduled_s"]).all()
     assert pl["start_s"].tolist() == [2.0, 2.0] and pl["init_s"].tolist() == [1.0, 1.0]
+    assert pl["image_pull_s"].tolist() == [1.234, 0.85]  # the user container's pull, not queue-proxy's
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["backend"] == "kube" and summary["seed"] == 7 and summary["failed"] is False
     assert summary["scheduler"]["config_hash"] == config_hash(_text(BINPACK))
