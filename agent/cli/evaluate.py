@@ -139,7 +139,9 @@ def evaluate_command(
                                       "(a sensitivity analysis: 0.5 = a lab half as noisy)."),
     mismatch: str = typer.Option("none", help="The truth's perturbations no twin has (testbed/sim/mismatch.py): none, "
                                  "mild, default, severe: hidden node speeds, pull bandwidths and work, interference of "
-                                 "busy pods, a load-dependent slowdown, zone latency (docs/twin.md)."),
+                                 "busy pods, a load-dependent slowdown, zone latency; structural, structural-severe: "
+                                 "default plus what the twin cannot express (per-node latency, CPU caps, noisy "
+                                 "neighbours, slow cold starts, service-time shape, the autoscaler; docs/twin.md)."),
     platform: Platform = typer.Option(DEFAULT_PLATFORM, help="What serves the functions in every run: Knative "
                                       "(KPA, activator) or OpenWhisk (balancer, invokers' container pools)."),
 ) -> None:

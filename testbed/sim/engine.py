@@ -107,6 +107,17 @@ class SimConfig:
     extra_latency_s: tuple[tuple[str, float], ...] = ()
     """Structural mismatch, empty in every twin: (node, seconds) network latency added to every
     request a node serves (per-zone distance from the ingress)."""
+    cpu_cap: tuple[tuple[str, str, float], ...] = ()
+    """Structural mismatch, empty in every twin: (node, function, factor) -- the function's pods on
+    that node get ``factor`` of their CPU limit (a CFS throttling cliff: a quota period the runtime
+    spends elsewhere, a cgroup set tighter than the pod spec says)."""
+    start_stretch: tuple[tuple[str, float], ...] = ()
+    """Structural mismatch, empty in every twin: (node, factor) on container start and runtime init
+    there (a slow disk or overlay snapshotter, a runtime with more to do)."""
+    neighbour: tuple[tuple[str, float, float, float], ...] = ()
+    """Structural mismatch, empty in every twin: (node, amplitude, period s, phase) -- a process no
+    API shows takes a share of the node that varies in time; the node runs at
+    ``speed * (1 - amplitude * (1 + sin(2 pi t / period + phase)) / 2)``, changed every second."""
     platform: Platform = DEFAULT_PLATFORM
     """What serves the functions: Knative Serving (KPA, activator, this module) or OpenWhisk
     (``testbed.sim.openwhisk``); :mod:`testbed.platforms` names the simulation of each."""
@@ -295,6 +306,12 @@ class Simulation:
         self.nf[:, K.NF_INTERF] = cfg.interference
         self.nf[:, K.NF_LOADSLOW] = cfg.load_slowdown
         self.nf[:, K.NF_ARG] = -1
+        index = {name: i for i, name in enumerate(self.node_names)}
+        fidx = {name: i for i, name in enumerate(used)}
+        self._cpu_cap = {(index[n], fidx[f]): float(x) for n, f, x in cfg.cpu_cap if n in index and f in fidx}
+        self._start_stretch = {index[n]: float(x) for n, x in cfg.start_stretch if n in index}
+        self._neighbour = [(index[n], float(self.nf[index[n], K.NF_SPEED]), float(a), float(period), float(phase))
+                           for n, a, period, phase in cfg.neighbour if n in index]
         width = max(1, max((n.pods for n in nodes), default=1))
         if n_nodes * width > MAX_POD_SLOTS:
             raise ClusterSpecError(
@@ -444,7 +461,10 @@ class Simulation:
                 pull = max(0.0, avail - now)
             # runtime init (imports, handler set-up) is CPU work, so it runs at the node's speed;
             # container creation and start are the runtime's and the kernel's, taken as fixed
-            start, init = spec.start_s, spec.init_s / self.cluster.nodes[idx].speed
+            start, init = spec.start_s, spec.init_s / float(self.nf[idx, K.NF_SPEED])
+            stretch = self._start_stretch.get(idx)
+            if stretch is not None:
+                start, init = start * stretch, init * stretch
         ready = now + pull + start + init + (0.0 if warm_start else self.config.ready_delay_s)
         pod.image_pull_s, pod.start_s, pod.init_s = pull, start, init
         pod.ready_s = ready
@@ -463,7 +483,7 @@ class Simulation:
         pi[slot, K.PI_UID] = pod.uid
         base = _baseline_memory(spec, self.autoscalers[pod.function].decider_spec.target_value)
         pf[slot, K.PF_READY] = ready
-        pf[slot, K.PF_LIMIT] = spec.cpu_limit_milli / 1000.0
+        pf[slot, K.PF_LIMIT] = spec.cpu_limit_milli / 1000.0 * self._cpu_cap.get((idx, pod.function), 1.0)
         pf[slot, K.PF_MEM] = base
         pf[slot, K.PF_MEMLIM] = float(spec.memory_limit_bytes)
         pf[slot, K.PF_V] = 0.0
@@ -628,6 +648,8 @@ class Simulation:
             if progress is not None and steps & 63 == 0:
                 progress(t, horizon)
             limit = t + 1.0
+            if self._neighbour:
+                self._apply_neighbour(t)
             while True:
                 code = self._kernel(limit)
                 if code != K.STOP_POKE:
@@ -673,6 +695,14 @@ class Simulation:
             events=int(self.counters[K.C_EVENTS]),
             sim_end_s=t,
         )
+
+    def _apply_neighbour(self, now: float) -> None:
+        """The truth's noisy neighbours (``SimConfig.neighbour``): each node's speed for the second
+        that starts at ``now``."""
+        for n, base, amplitude, period, phase in self._neighbour:
+            duty = 0.5 * (1.0 + math.sin(2.0 * math.pi * now / period + phase))
+            K.set_node_speed(n, now, base * (1.0 - amplitude * duty), self.nf, self.n_act, self.n_nact, self.pi,
+                             self.pf, self.hv, self.nh_key, self.nh_pos, self.nh_heap)
 
     def _finish_pulls(self, now: float) -> None:
         """Image pulls that finished by ``now``: ImageLocality sees the image from now on."""

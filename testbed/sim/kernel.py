@@ -423,6 +423,17 @@ def pod_ready(p, fi, f_ready, pi):
 
 
 @njit(cache=True, error_model="numpy")
+def set_node_speed(n, t, speed, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap):
+    """Entry for the control plane: node ``n`` runs at ``speed`` from ``t`` on (the truth's noisy
+    neighbour, ``SimConfig.neighbour``; never in a twin). Its CPU-active pods are advanced at their
+    old rates to ``t`` and re-rated, as a change of the node's share does."""
+    nf[n, NF_SPEED] = speed
+    if n_nact[n] > 0:
+        nf[n, NF_SHARE] = -1.0  # forces _node_change to advance and re-rate every active pod
+        _node_change(n, n_act[n, 0], t, nf, n_act, n_nact, pi, pf, hv, nh_key, nh_pos, nh_heap)
+
+
+@njit(cache=True, error_model="numpy")
 def pod_unready(p, new_state, fi, f_ready, pi):
     """Pod ``p`` leaves its revision's targets (deleted: draining, or done if idle)."""
     f = pi[p, PI_FN]

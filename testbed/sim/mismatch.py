@@ -53,6 +53,35 @@ class MismatchLevel:
     """Slowdown of a full node (SimConfig.load_slowdown)."""
     zone_latency_s: float
     """Network latency per zone, drawn uniformly from [0, this]."""
+    structure: Structure | None = None
+    """Mechanisms the twin's engine does not have or does not fit (``structural`` levels only)."""
+
+
+@dataclass(frozen=True)
+class Structure:
+    """The structural part of the ``structural`` levels (issue 44, item 1): mechanisms a twin built
+    from the API and fitted on speeds, pulls and work cannot express, each drawn per task.
+
+    - ``node_latency_s``: every node its own network latency on every request, U(0, this) -- the twin
+      fits none (it has no latency knob), so it reads as a slower node or a heavier function;
+    - ``cap_share`` of the (node, function) pairs run at ``cap_factor`` of their CPU limit -- a
+      throttling cliff for that function there, not a node-wide speed;
+    - ``neighbour_share`` of the nodes have a noisy neighbour taking up to ``neighbour_amplitude``
+      of the node on a sine of period U(20, 120) s -- it varies in time, the twin is static;
+    - per node, container start and runtime init stretched by ``exp(|N(0, start_sigma)|)`` -- the
+      twin fits no cold-start part;
+    - each function's work CV times ``cv_factor`` (the service-time shape; the fit matches means);
+    - the autoscaler as an operator set it (``autoscaler``: config-autoscaler keys), not Knative's
+      defaults the twin assumes."""
+
+    node_latency_s: float
+    cap_share: float
+    cap_factor: float
+    neighbour_share: float
+    neighbour_amplitude: float
+    start_sigma: float
+    cv_factor: float
+    autoscaler: tuple[tuple[str, float], ...] = ()
 
 
 _UNIT = MismatchLevel("unit", 0.25, 0.4, 0.2, 0.1, 0.3, 0.02)
@@ -66,11 +95,25 @@ def _scaled(name: str, k: float) -> MismatchLevel:
                          s.load_slowdown * k, s.zone_latency_s * k)
 
 
+def _structural(name: str, k: float) -> MismatchLevel:
+    """The default level's parametric draws and its three switches, plus :class:`Structure` at
+    scale ``k`` of its unit shape."""
+    base = _scaled(name, 0.42)
+    return dataclasses.replace(base, structure=Structure(
+        node_latency_s=0.03 * k, cap_share=min(0.25 * k, 0.6), cap_factor=max(1.0 - 0.5 * k, 0.2),
+        neighbour_share=min(0.3 * k, 0.7), neighbour_amplitude=min(0.5 * k, 0.8), start_sigma=0.5 * k,
+        cv_factor=1.0 + k,
+        autoscaler=(("stable_window_s", 60.0 / (1.0 + k)), ("target_utilization", 0.7 / (1.0 + 0.3 * k)),
+                    ("scale_to_zero_grace_period_s", 30.0 / (1.0 + k)))))
+
+
 LEVELS: dict[str, MismatchLevel] = {
     "none": _scaled("none", 0.0),
     "mild": _scaled("mild", 0.15),
     "default": _scaled("default", 0.42),
     "severe": _scaled("severe", 1.15),
+    "structural": _structural("structural", 1.0),
+    "structural-severe": _structural("structural-severe", 2.0),
 }
 """The scales 0.15, 0.42 and 1.15 were interpolated from measured ones so that the median rank
 correlation of the written scenario with its truth over 20 held-out gensmall tasks is about 0.95,
@@ -124,4 +167,31 @@ def perturb(cluster: ClusterSpec, functions: Mapping[str, FunctionSpec], lvl: Mi
         extra.append((n.name, zones[key]))
     cfg = dataclasses.replace(base, interference=lvl.interference, load_slowdown=lvl.load_slowdown,
                               extra_latency_s=tuple(extra))
+    if lvl.structure is not None:
+        specs, cfg = _structure(cluster, specs, cfg, lvl.structure, seed)
     return Truth(dataclasses.replace(cluster, nodes=tuple(nodes)), specs, cfg)
+
+
+def _structure(cluster: ClusterSpec, specs: dict[str, FunctionSpec], cfg: SimConfig, st: Structure,
+               seed: int) -> tuple[dict[str, FunctionSpec], SimConfig]:
+    """The structural draws of one task, from their own stream (the parametric draws above stay
+    those of the ``default`` level for the same task)."""
+    rng = np.random.default_rng([seed, 0x57C7])
+    latency = dict(cfg.extra_latency_s)
+    caps, stretch, neighbours = [], [], []
+    for n in cluster.nodes:
+        latency[n.name] = latency.get(n.name, 0.0) + float(rng.uniform(0.0, st.node_latency_s))
+        for fn in sorted(specs):
+            if rng.random() < st.cap_share:
+                caps.append((n.name, fn, st.cap_factor))
+        if rng.random() < st.neighbour_share:
+            neighbours.append((n.name, st.neighbour_amplitude, float(rng.uniform(20.0, 120.0)),
+                               float(rng.uniform(0.0, 2.0 * np.pi))))
+        stretch.append((n.name, float(np.exp(abs(rng.normal(0.0, st.start_sigma))))))
+    shaped = {name: dataclasses.replace(spec, work_cpu_s=dataclasses.replace(
+        spec.work_cpu_s, cv=spec.work_cpu_s.cv * st.cv_factor))
+        if spec.work_cpu_s.distribution == "lognormal" else spec for name, spec in specs.items()}
+    autoscaler = dataclasses.replace(cfg.autoscaler, **dict(st.autoscaler))
+    return shaped, dataclasses.replace(cfg, extra_latency_s=tuple(latency.items()), cpu_cap=tuple(caps),
+                                       start_stretch=tuple(stretch), neighbour=tuple(neighbours),
+                                       autoscaler=autoscaler)

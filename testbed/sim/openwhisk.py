@@ -75,6 +75,11 @@ class OpenWhiskSimulation:
         check_seed(seed)
         self.cluster = cluster
         self.config = cfg = config or SimConfig()
+        if cfg.cpu_cap or cfg.start_stretch or cfg.neighbour:
+            from testbed.errors import ConfigError
+
+            raise ConfigError("the structural mismatch levels (CPU caps, start stretch, noisy neighbours) are "
+                              "modelled in the Knative simulation only", field="--mismatch")
         self.ow: OpenWhiskConfig = cfg.openwhisk
         frame = workload.frame
         self.fnames, self.specs, self.fn = workload_functions(frame, specs)

@@ -84,6 +84,57 @@ def test_structural_mechanisms_slow_the_truth(specs, workload) -> None:
     assert delayed["latency_mean_s"] == pytest.approx(base + 0.05)  # the network delay, added and nothing else
 
 
+def _on_node(summary, node):
+    return summary["where"]["nodes"][node]
+
+
+def test_the_structural_mechanisms_act_where_they_are_drawn(specs, workload) -> None:
+    """Each mechanism of the structural levels changes the node it names and only that node: a CPU
+    cap slows the capped function's warm requests there; a start stretch lengthens cold starts
+    there; a neighbour slows a node at the times its duty is high, so its requests' latency varies
+    with time (a speed factor could not do that)."""
+    cluster = _cluster(1.0, 1.0)
+    run = lambda cfg: evaluate(cluster, workload, default_profile(), seed=0, functions=specs, config=cfg,  # noqa: E731
+                               where=True)
+    base = run(SimConfig())
+    busy = max(base["where"]["nodes"], key=lambda n: base["where"]["nodes"][n]["requests"])
+    capped = run(dataclasses.replace(SimConfig(), cpu_cap=((busy, "cpu", 0.25),)))
+    assert _on_node(capped, busy)["warm_mean_s"] > 2.0 * _on_node(base, busy)["warm_mean_s"]
+    for other in base["where"]["nodes"]:
+        if other != busy and _on_node(base, other)["warm_ok"] and _on_node(capped, other)["warm_ok"]:
+            assert _on_node(capped, other)["warm_mean_s"] < 1.5 * _on_node(base, other)["warm_mean_s"]
+    stretched = run(dataclasses.replace(SimConfig(), start_stretch=tuple((n.name, 4.0) for n in cluster.nodes)))
+    assert stretched["latency_max_s"] > base["latency_max_s"] + 2.0 * specs["cpu"].start_s
+    # a neighbour that takes 90 % of every node during the second half of each 60 s period
+    noisy = dataclasses.replace(SimConfig(), neighbour=tuple((n.name, 0.9, 60.0, 0.0) for n in cluster.nodes))
+    from testbed.sim.engine import Simulation
+    out = Simulation(cluster, specs, workload, default_profile(), seed=0, config=noisy).run()
+    ok = out.status == 1
+    lat = (out.finish_s - out.arrival_s)[ok]
+    phase = (out.arrival_s[ok] % 60.0)
+    high, low = lat[(phase > 5) & (phase < 25)], lat[(phase > 35) & (phase < 55)]
+    assert high.mean() > 2.0 * low.mean()  # duty high in the first half (sin > 0), low in the second
+
+
+def test_the_structural_levels_draw_every_mechanism_and_keep_the_default_draws(specs, workload) -> None:
+    cluster = _cluster()
+    default = perturb(cluster, specs, LEVELS["default"], seed=11)
+    truth = perturb(cluster, specs, level("structural-severe"), seed=11)
+    assert truth.cluster == default.cluster  # the parametric draws are those of the default level
+    assert truth.config.cpu_cap and truth.config.neighbour and len(truth.config.start_stretch) == 4
+    assert all(f >= 1.0 for _, f in truth.config.start_stretch)
+    assert truth.functions["cpu"].work_cpu_s.cv == pytest.approx(3.0 * default.functions["cpu"].work_cpu_s.cv)
+    assert truth.config.autoscaler.stable_window_s == pytest.approx(20.0)
+    lat = dict(truth.config.extra_latency_s)
+    assert any(lat[n] != dict(default.config.extra_latency_s)[n] for n in lat)
+    assert perturb(cluster, specs, level("structural-severe"), seed=11) == truth
+    slowed = evaluate(truth.cluster, workload, default_profile(), seed=0, functions=truth.functions,
+                      config=truth.config)["latency_mean_s"]
+    plain = evaluate(default.cluster, workload, default_profile(), seed=0, functions=default.functions,
+                     config=default.config)["latency_mean_s"]
+    assert slowed != plain
+
+
 def test_a_written_run_and_the_fast_path_agree_on_where(tmp_path, specs, workload) -> None:
     be = SimBackend(_cluster(), specs)
     run = be.run(workload, tmp_path / "run")
