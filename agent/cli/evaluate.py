@@ -144,6 +144,8 @@ def evaluate_command(
                                  "neighbours, slow cold starts, service-time shape, the autoscaler; docs/twin.md)."),
     platform: Platform = typer.Option(DEFAULT_PLATFORM, help="What serves the functions in every run: Knative "
                                       "(KPA, activator) or OpenWhisk (balancer, invokers' container pools)."),
+    view: str = typer.Option("own", help="What the tuners are told the cluster is: own, or next (the next generated "
+                             "family member's cluster: a twin given the wrong cluster; noise-free protocol)."),
 ) -> None:
     """Run every method on every scenario and write the results table, budget table and plots."""
     from agent.evaluation.study import Protocol, evaluate
@@ -159,6 +161,8 @@ def evaluate_command(
     policies = {} if oracle_only else _policies(policy, ablation, checkpoints)
     method_list = [] if oracle_only else [m for m in methods.split(",") if m]
     if noisy:
+        if view != "own":
+            raise AgentError("--view next is for the noise-free protocol")
         if oracle_only:
             raise AgentError("--oracle-only is for the noise-free protocol (the noisy one caches its oracle profiles "
                              "in DIR/oracle-profiles.json as it runs)")
@@ -172,7 +176,7 @@ def evaluate_command(
                      platform=platform)
     else:
         p = Protocol(steps=steps, oracle_runs=oracle_runs, metric=metric.value,
-                     sim_seed=None if sim_seed < 0 else sim_seed, mismatch=mismatch, platform=platform)
+                     sim_seed=None if sim_seed < 0 else sim_seed, mismatch=mismatch, platform=platform, view=view)
     config = {"split": split, "command": "scoretune evaluate " + " ".join(argv_tail("evaluate"))}
     if noisy:
         config["noise_source"] = str(noise)

@@ -286,6 +286,13 @@ def _run_experiment(session: Any, *, resume: bool) -> None:
     if fits:
         console.print(f"twin: {len(fits)} fits, the last off by {100 * (fits[-1]['metric_error'] or 0):.1f} % on the "
                       f"runs it saw ({out / 'twin-fits.json'})")
+        refused = [f for f in fits if f.get("trusted") is False]
+        if refused:
+            console.print(f"twin: not trusted after {len(refused)} of {len(fits)} runs (model-free proposals "
+                          f"then); the last reason: {refused[-1]['reasons'][0]}", markup=False, highlight=False)
+        if fits[-1].get("confounded"):
+            console.print("twin: not identified by these runs: " + "; ".join(fits[-1]["confounded"][:4])
+                          + (" ..." if len(fits[-1]["confounded"]) > 4 else ""), markup=False, highlight=False)
 
 
 tune_command = dataclass_command(

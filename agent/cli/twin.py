@@ -107,6 +107,49 @@ def mismatch_command(
     console.print(text, markup=False, highlight=False)
 
 
+@twin_app.command("trust")
+def trust_command(
+    scenarios: str = typer.Option(..., help="Comma-separated scenario names (the validation tasks: never the held-out ones)."),
+    levels: str = typer.Option("default,structural,structural-severe", help="Mismatch levels, comma-separated; "
+                               "the bounds come from 'default'."),
+    steps: int = typer.Option(3, min=1, max=50, help="Runs after the reference per task."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory for trust.csv and trust.md."),
+) -> None:
+    """Choose the twin's trust bounds on validation tasks: the 95th percentile of what the twin
+    failed to predict (a run's change, a cell's latency) where its engine is the truth's up to
+    parameters, and how often they fire where it is not (agent/evaluation/trust.py)."""
+    import json
+
+    from agent.cli.options import argv_tail
+    from agent.evaluation.trust import bounds, summary, trust_table
+    from agent.formatting import md_table
+    from functions.atomic import write_atomic
+    from testbed.sim.mismatch import level
+
+    names = [s for s in scenarios.split(",") if s]
+    lvls = [x for x in levels.split(",") if x]
+    for lvl in lvls:
+        level(lvl)
+    if not names:
+        raise AgentError("--scenarios: no scenario named")
+    if "default" not in lvls:
+        raise AgentError("--levels: the bounds are chosen at 'default'; name it")
+    if out.exists() and not out.is_dir():
+        raise AgentError(f"{out}: not a directory (--out names the report directory)")
+    table = trust_table(names, lvls, steps)
+    bound = bounds(table)
+    summ = summary(table, bound)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "trust.csv", table.to_csv(index=False, float_format="%.6g"))
+    write_atomic(out / "bounds.json", json.dumps(bound, indent=2, sort_keys=True) + "\n")
+    text = md_table(list(summ.columns), summ.itertuples(index=False), number="{:.3f}")
+    command = "scoretune twin trust " + " ".join(argv_tail("trust"))
+    write_atomic(out / "trust.md", f"Command: `{command}`\n\nBounds (95th percentile at default): change "
+                 f"{bound['change']:.3f}, cell {bound['cell']:.3f}\n\n{text}\n")
+    console.print(text, markup=False, highlight=False)
+    console.print(f"bounds: change {bound['change']:.3f}, cell {bound['cell']:.3f} (wrote {out})")
+
+
 @twin_app.command("tasks")
 def tasks_command(
     family: str = typer.Option("gensmall", help="Generated family: gen, gentrace or gensmall (their gen-N names)."),

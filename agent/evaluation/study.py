@@ -55,6 +55,10 @@ log = logging.getLogger(__name__)
 NOISY_BUDGETS = (1, 2, 3, 5, 10, 20)
 
 
+VIEWS = ("own", "next")
+"""``evaluate --view``: the tuners' view of each task's cluster (:attr:`Protocol.view`)."""
+
+
 @dataclass(frozen=True)
 class Protocol:
     """How runs are measured and judged: ``noise`` is a noise model's dict
@@ -74,6 +78,10 @@ class Protocol:
     """The truth's perturbations no twin has (testbed.sim.mismatch): none, mild, default, severe."""
     platform: Platform = DEFAULT_PLATFORM
     """What serves the functions in every run (testbed.platforms); the tuners know it."""
+    view: str = "own"
+    """What the tuners are told the cluster is: ``own`` (its view), or ``next`` -- the view of the
+    next member of the task's generated family (a twin given the wrong cluster: what its trust
+    rule must catch; methods that read no view are unaffected)."""
 
     @property
     def exact(self) -> bool:
@@ -100,6 +108,8 @@ class Protocol:
         from testbed.sim.mismatch import level
 
         level(self.mismatch)  # an unknown level is one line naming it
+        if self.view not in VIEWS:
+            raise AgentError(f"--view {self.view!r}: valid: {', '.join(VIEWS)}")
         try:
             object.__setattr__(self, "platform", parse_platform(self.platform))
         except InputError as err:
@@ -261,6 +271,7 @@ def evaluate(
         "protocol": "noise-free" if p.exact else "noisy", "scenarios": list(scenarios), "seeds": seeds,
         "seed_offset": seed_offset, "methods": list(all_methods), "policies": policies, "steps": p.steps,
         "oracle_runs": p.oracle_runs, "metric": p.metric, "mismatch": p.mismatch, "platform": str(p.platform),
+        **({} if p.view == "own" else {"view": p.view}),
         "best_baseline": frame.attrs.get("best_baseline"),
         "config": dict(config or {}), "provenance": provenance(),
     }

@@ -59,6 +59,8 @@ def _exact_world(task: Task, seed: int, factory: ObjectiveFactory, codec: Action
     p = task.protocol
     objective = factory(task.scenario, _objective_seed(task.protocol, seed), p.metric)
     view = objective_view(objective, platform=p.platform)
+    if view is not None and getattr(p, "view", "own") == "next":
+        view = wrong_view(task.scenario, objective, factory, p)
     if view is not None:  # a simulator objective (a test's analytic function has no cluster to run)
         objective.config = deployment(p)
         objective.truth = mismatch_truth(p.mismatch, task.scenario, objective.cluster, _objective_seed(p, seed),
@@ -70,6 +72,27 @@ def _exact_world(task: Task, seed: int, factory: ObjectiveFactory, codec: Action
     else:
         oracle = math.inf
     return World(lambda s, b: objective, objective, oracle, oracle, dict(objective.context()), view=view)
+
+
+def next_member(scenario: str) -> str:
+    """``gensmall-41`` -> ``gensmall-42``: the next member of a generated family."""
+    from testbed.generated import PREFIXES
+
+    for prefix in PREFIXES.values():
+        if scenario.startswith(prefix) and scenario[len(prefix):].isdigit():
+            return f"{prefix}{int(scenario[len(prefix):]) + 1}"
+    from agent.errors import AgentError
+
+    raise AgentError(f"--view next: {scenario!r} is not a member of a generated family (gen-N, gensmall-N, gentrace-N)")
+
+
+def wrong_view(scenario: str, objective: Objective, factory: ObjectiveFactory, p: Protocol) -> Any:
+    """The view a tuner gets under ``--view next``: the task's workload on the next family member's
+    cluster as the API shows it (another cluster, wrongly given)."""
+    from agent.objectives.view import user_view
+
+    other = factory(next_member(scenario), 0, p.metric)
+    return user_view(other.cluster, objective.workload, p.metric, platform=p.platform)
 
 
 def _noisy_world(task: Task, factory: ObjectiveFactory, codec: ActionCodec) -> World:

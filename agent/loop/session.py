@@ -72,7 +72,7 @@ def open_session(config: ExperimentConfig, out: Path) -> Session:
     from agent.loop.backends import KubeOptions, embedded_default_backend, make_backend, resolve_workload
     from agent.objectives.sim import workload_context
     from agent.objectives.view import user_view
-    from agent.tuners.factory import make_tuner
+    from agent.tuners.factory import TWIN_METHODS, make_tuner
     from testbed.cluster import load_cluster
 
     wl, scenario_cluster = resolve_workload(config.workload, seed=config.seed)
@@ -85,7 +85,7 @@ def open_session(config: ExperimentConfig, out: Path) -> Session:
         raise AgentError("--cluster is required for this workload (it names no cluster)")
     spec = load_cluster(cluster_name) if cluster_name else None
     context_facts = workload_context(spec, wl) if spec is not None else {}
-    live_twin = config.method in ("twin", "twin-nofit") and spec is None
+    live_twin = config.method in TWIN_METHODS and spec is None
 
     def build(cluster: Any) -> Any:
         return make_tuner(config.method, ActionCodec(), seed=config.seed,

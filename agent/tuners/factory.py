@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,11 +42,22 @@ from agent.tuners.search import FixedTuner, HillClimber, OptunaTuner, RandomTune
 BASELINES = ("default", "equal", "random", "tpe", "gp", "cmaes", "hill")
 TRANSFER_BASELINES = ("learned-default", "ws-cmaes", "gp-warm")
 """Baselines that use the training tasks (agent.tuners.transfer): a learned tuner must beat these too."""
-LEARNED = ("task-mixture", "twin", "twin-nofit")
+TWIN_METHODS: dict[str, dict[str, Any]] = {
+    "twin": {},
+    "twin-nofit": {"fit": False},
+    "twin-nogp": {"residual": False},
+    "twin-notrust": {"trust": False},
+    "gp-twin-warm": {"warm_only": 3},
+}
+"""The model-based tuner (agent.tuners.twin) and its ablations, each a row that shows what one
+ingredient adds: ``twin-nofit`` the twin left as the view is written (no fit; the residual GP still
+learns), ``twin-nogp`` no GP on what the twin gets wrong (its weight 1, one offset),
+``twin-notrust`` the twin followed whatever it cannot explain, ``gp-twin-warm`` GP-BO over the pool
+after the twin's first three proposals."""
+LEARNED = ("task-mixture", *TWIN_METHODS)
 """Learned tuners that are not policies: agent.tuners.mixture, and the model-based tuner
-agent.tuners.twin (it learns this cluster's twin from its runs; needs the user's view);
-``twin-nofit`` is the same tuner with the fit turned off (the twin stays the view as written, the
-residual GP still learns from the runs): the row that shows what the fit adds."""
+agent.tuners.twin with its ablations (they learn this cluster's twin from its runs; they need the
+user's view)."""
 METHODS = (*BASELINES, *TRANSFER_BASELINES, *LEARNED, "policy", "policy-sample")
 """What ``scoretune tune --method`` takes."""
 NOISY_BASELINES = (*BASELINES, *TRANSFER_BASELINES, "gp-noisy")
@@ -107,7 +119,7 @@ def is_method(method: str, policies: Mapping[str, str] | None = None) -> bool:
     if mixture is not None:
         _mixture_args(mixture, method, handed_over=k is not None)  # impossible widths are an error that says so
         return True
-    return base in NOISY_BASELINES or base in ("twin", "twin-nofit")
+    return base in NOISY_BASELINES or base in TWIN_METHODS
 
 
 def _mixture_args(match: re.Match[str], method: str, *,
@@ -164,8 +176,8 @@ def make_tuner(
         spec = MethodSpec.parse(base)
         tuner = _policy(spec.kind, Path(policies[method]), seed=seed, steps=steps, context=context,
                         std_scale=spec.std_scale)
-    elif base in ("twin", "twin-nofit"):
-        tuner = _twin(codec, seed, view, prior, fit=base == "twin")
+    elif base in TWIN_METHODS:
+        tuner = _twin(codec, seed, view, prior, base)
     elif base in ("policy", "policy-sample"):
         if policy is None:
             raise AgentError(f"method {method!r} needs a policy file (--policy FILE)")
@@ -213,14 +225,15 @@ def _baseline(method: str, codec: ActionCodec, seed: int, prior_file: Path | Non
     raise AgentError(f"unknown method {method!r}; valid: {list(METHODS)}")
 
 
-def _twin(codec: ActionCodec, seed: int, view: UserView | None, prior_file: Path | None, *, fit: bool = True) -> Tuner:
+def _twin(codec: ActionCodec, seed: int, view: UserView | None, prior_file: Path | None, method: str = "twin") -> Tuner:
     from agent.tuners import transfer
     from agent.tuners.twin import POOL_PRIOR, TwinTuner
 
     if view is None:
-        raise AgentError("method 'twin' needs the cluster and the workload it tunes (the user's view)")
+        raise AgentError(f"method {method!r} needs the cluster and the workload it tunes (the user's view)")
     prior = transfer.TransferPrior.load(prior_file or transfer.TRANSFER_PRIOR, codec)
-    return TwinTuner(view, codec, seed, prior_actions=np.array(prior.portfolio(POOL_PRIOR)), fit=fit)
+    return TwinTuner(view, codec, seed, prior_actions=np.array(prior.portfolio(POOL_PRIOR)), name=method,
+                     **TWIN_METHODS[method])
 
 
 def _policy(kind: str, path: Path, *, seed: int, steps: int | None, context: Mapping[str, float] | None,

@@ -13,6 +13,16 @@ measured runs with a prior at 1 and may shrink to 0, so a twin whose ranking the
 overruled and the tuner becomes GP-BO over the same pool. The acquisition is the lower confidence
 bound of the corrected prediction.
 
+Trust (issue 44, item 4). The twin's weight comes from what it predicted *before* it was fitted
+on a run: each proposal's predicted change against the reference (the twin as it stood) is compared
+with the change measured, and ``a`` is fitted on those out-of-sample pairs. The twin is not trusted
+-- its weight is 0 and the tuner is GP-BO over the same pool, model-free -- while it cannot explain
+what it saw: its last runs' changes missed by more than :data:`CHANGE_BOUND` on average, or a (function, node)
+cell that node speed x function work cannot predict from the other cells (``testbed.sim.twin.
+cell_check``) beyond :data:`CELL_BOUND`. Both bounds were chosen on validation tasks
+(``scoretune twin trust``, docs/results/twin/trust/). The tuner says so in one line naming the cell
+or the metric, and trusts the twin again once a refit explains the runs.
+
 The tuner knows only what a user has (``agent.objectives.view.UserView``): the cluster as the API
 shows it, the workload, and the measured runs with their per-node breakdown.
 """
@@ -47,13 +57,26 @@ BETA = 1.0
 """Exploration of the lower confidence bound (standard deviations of the corrected prediction)."""
 SAME = 1e-3
 """Actions closer than this (max-norm) are the same profile."""
+CHANGE_BOUND = 0.5
+"""Largest |predicted - measured| change of a run against the reference (log of the metric ratio)
+the twin may miss and stay trusted (docs/results/twin/trust/: the 95th percentile on validation
+tasks at ``--mismatch default``)."""
+CELL_BOUND = 0.5
+"""Largest unexplained cell error (``CellCheck.error``) the twin may leave and stay trusted (the
+same study's 95th percentile)."""
+RECENT = 3
+"""The trust rule reads the mean miss of the twin's last this many out-of-sample predictions: one
+good guess does not undo a run of bad ones, and an early miss is forgotten after this many runs."""
+WARM_TOP = 3
+"""``gp-twin-warm``: the twin's best profiles measured first, then GP-BO over the pool."""
 
 
 class TwinTuner:
     """Proposes by searching the fitted twin; corrects it by a GP on what it got wrong."""
 
     def __init__(self, view: UserView, codec: ActionCodec, seed: int = 0, *, prior_actions: np.ndarray | None = None,
-                 fit: bool = True) -> None:
+                 fit: bool = True, trust: bool = True, residual: bool = True, warm_only: int = 0,
+                 name: str | None = None) -> None:
         from scipy.stats import qmc
 
         from testbed.sim.backend import suite_specs
@@ -63,9 +86,15 @@ class TwinTuner:
         if missing:
             raise AgentError(f"method 'twin': the workload names function(s) {missing} the suite has no spec for, "
                              "so the twin cannot simulate them (scoretune functions list)")
-        self.name = "twin" if fit else "twin-nofit"
+        self.name = name or ("twin" if fit else "twin-nofit")
         self.fit_enabled = fit
         """False: the twin stays the view as written (the ablation of the fit; the residual GP still learns)."""
+        self.trust_enabled = trust
+        """False: the twin's weight is never set to 0 for what it cannot explain (the rule's ablation)."""
+        self.residual = residual
+        """False: no GP on what the twin gets wrong (weight 1, one offset): the correction's ablation."""
+        self.warm_only = int(warm_only)
+        """> 0: the twin proposes only this many profiles, then GP-BO over the pool (``gp-twin-warm``)."""
         self.codec = codec
         self.view = view
         self.seed = int(seed)
@@ -87,6 +116,13 @@ class TwinTuner:
         """One record per refit (runs, errors, parameters, seconds): what the live log keeps."""
         self.last_search: dict[str, Any] = {}
         self.last_fit: Any = None
+        self.predicted_change: list[float | None] = []
+        """Per told run: the twin's log change against the reference predicted before the run (None:
+        the reference, or a run the tuner did not propose)."""
+        self._pending: tuple[np.ndarray, float] | None = None
+        self.trust_log: list[dict[str, Any]] = []
+        """Per told run: whether the twin was trusted after it, and what it could not explain."""
+        self._trusted = True
 
     # ------------------------------------------------------------------------------- observations
     def observe_where(self, where: Mapping[str, Any]) -> None:
@@ -97,19 +133,66 @@ class TwinTuner:
         from testbed.sim.twin import Observation
 
         a = np.asarray(action, dtype=np.float64).reshape(-1)
+        pending, self._pending = self._pending, None
+        self.predicted_change.append(pending[1] if pending is not None and self.actions
+                                     and np.max(np.abs(pending[0] - a)) <= SAME else None)
         self.actions.append(a)
         self.metrics.append(float(metric))
         where, self._where = self._where, None
-        if not where or not where.get("nodes") or not self.fit_enabled:
-            return  # no breakdown (a run without one), or no fit asked for: the twin keeps its last fit
-        self.observations.append(Observation(self.codec.decode(a).to_profile(), float(metric), where))
-        t0 = time.perf_counter()
-        fit = self.twin.fit(self.observations)
-        self.fits.append({"runs": fit.runs, "metric_error": fit.metric_error,
-                          "node_error": dict(fit.node_error), "speed": dict(fit.params.speed),
-                          "pull_bytes_per_s": dict(fit.params.pull_bytes_per_s), "work": dict(fit.params.work),
-                          "seconds": time.perf_counter() - t0})
-        self.last_fit = fit
+        if where and where.get("nodes") and self.fit_enabled:
+            self.observations.append(Observation(self.codec.decode(a).to_profile(), float(metric), where))
+            t0 = time.perf_counter()
+            fit = self.twin.fit(self.observations)
+            cells = fit.cells
+            self.fits.append({"runs": fit.runs, "metric_error": fit.metric_error,
+                              "node_error": dict(fit.node_error), "speed": dict(fit.params.speed),
+                              "pull_bytes_per_s": dict(fit.params.pull_bytes_per_s), "work": dict(fit.params.work),
+                              "cell_error": None if cells is None else cells.error,
+                              "cell_worst": None if cells is None or cells.worst is None else list(cells.worst),
+                              "confounded": [] if fit.identified is None else fit.identified.confounded(),
+                              "seconds": time.perf_counter() - t0})
+            self.last_fit = fit
+        self._judge()
+        if self.fits and self.fits[-1].get("runs") is not None and where and self.fit_enabled:
+            self.fits[-1].update(trusted=self.trust_log[-1]["trusted"], reasons=self.trust_log[-1]["reasons"])
+
+    # ------------------------------------------------------------------------------------ trust
+    def change_errors(self) -> list[tuple[int, float, float]]:
+        """(run, predicted, measured) log change against the reference, for every run the twin
+        predicted before it was measured (out of sample)."""
+        if not self.metrics:
+            return []
+        y0 = math.log(max(self.metrics[0], 1e-9))
+        return [(k, p, math.log(max(m, 1e-9)) - y0) for k, (p, m) in enumerate(zip(self.predicted_change, self.metrics,
+                                                                                   strict=True)) if p is not None]
+
+    def _judge(self) -> None:
+        """Trusted or not after the last run (module docstring): one line when that changes."""
+        reasons: list[str] = []
+        recent = self.change_errors()[-RECENT:]
+        last = len(self.metrics) - 1
+        if recent and float(np.mean([abs(p - m) for _, p, m in recent])) > CHANGE_BOUND:
+            k, pred, meas = max(recent, key=lambda e: abs(e[1] - e[2]))
+            reasons.append(f"metric: it predicted {100 * (math.exp(pred) - 1):+.0f} % against the reference for run "
+                           f"{k}, the run measured {100 * (math.exp(meas) - 1):+.0f} %")
+        fit = self.last_fit
+        if fit is not None and fit.cells is not None and fit.cells.error > CELL_BOUND and fit.cells.worst is not None:
+            fn, node, factor = fit.cells.worst
+            reasons.append(f"{fn} on {node}: measured {factor:.2f}x what node speed x function work predict "
+                           f"(unexplained error {fit.cells.error:.2f} > {CELL_BOUND})")
+        trusted = not reasons or not self.trust_enabled
+        self.trust_log.append({"run": last, "trusted": trusted, "reasons": reasons})
+        if trusted != self._trusted:
+            if trusted:
+                log.warning("%s: the twin explains the runs again (run %d); its proposals count again", self.name, last)
+            else:
+                log.warning("%s: the twin cannot explain %s; proposing model-free (GP-BO over its pool) until it can",
+                            self.name, "; ".join(reasons))
+        self._trusted = trusted
+
+    @property
+    def trusted(self) -> bool:
+        return self._trusted
 
     # ----------------------------------------------------------------------------------- search
     def _predict(self, actions: np.ndarray) -> np.ndarray:
@@ -135,8 +218,17 @@ class TwinTuner:
         measured = np.array(self.actions)
         y = np.log(np.maximum(np.array(self.metrics), 1e-9))
         at_measured = self._predict(measured)
-        weight = self._twin_weight(at_measured, y)
-        mean, sd = self._correction(measured, y - weight * at_measured, acts)
+        warm_done = self.warm_only > 0 and len(self.metrics) > self.warm_only
+        if not self._trusted or warm_done:
+            weight = 0.0
+        elif not self.residual:
+            weight = 1.0
+        else:
+            weight = self._twin_weight(self.change_errors())
+        if self.residual or weight == 0.0:
+            mean, sd = self._correction(measured, y - weight * at_measured, acts)
+        else:  # the correction's ablation: the twin shifted by its mean miss, no GP
+            mean, sd = np.full(len(acts), float(np.mean(y - at_measured))), np.zeros(len(acts))
         score = weight * twin_log + mean - BETA * sd
         fresh = np.array([np.min(np.max(np.abs(measured - a), axis=1)) > SAME for a in acts])
         if not fresh.any():  # every pool profile measured: explore around the best measured
@@ -144,22 +236,25 @@ class TwinTuner:
             return np.clip(best + self.rng.normal(0.0, 0.2, best.shape), -1.0, 1.0).astype(np.float32)
         score[~fresh] = np.inf
         choice = int(np.argmin(score))
+        # the twin's own prediction of the change against the reference (pool[0]), kept to judge it
+        self._pending = (acts[choice].astype(np.float64), float(twin_log[choice] - twin_log[0]))
         self.last_search = {"simulated": int(len(acts) + len(measured)), "twin_weight": float(weight),
-                            "seconds": time.perf_counter() - t0,
+                            "trusted": bool(self._trusted), "seconds": time.perf_counter() - t0,
                             "predicted_s": float(math.exp(weight * twin_log[choice] + mean[choice]))}
         return acts[choice].astype(np.float32)
 
     @staticmethod
-    def _twin_weight(twin_log: np.ndarray, y: np.ndarray) -> float:
-        """``a`` of ``log measured ~ a * log twin + c``, least squares with a prior at 1 worth
-        :data:`TWIN_WEIGHT_PRIOR` runs, kept in [0, 1.5]: runs that contradict the twin's ranking
-        shrink it toward 0 (GP-BO over the pool)."""
-        if len(y) < 2:
+    def _twin_weight(changes: list[tuple[int, float, float]]) -> float:
+        """``a`` of ``measured change ~ a * predicted change`` over the runs the twin predicted
+        before they were measured (out of sample; the reference is the origin of both), least
+        squares with a prior at 1 worth :data:`TWIN_WEIGHT_PRIOR` runs, kept in [0, 1.5]: runs that
+        contradict the twin's predictions shrink it toward 0 (GP-BO over the pool)."""
+        if not changes:
             return 1.0
-        x = twin_log - twin_log.mean()
-        yy = y - y.mean()
+        x = np.array([p for _, p, _ in changes])
+        yy = np.array([m for _, _, m in changes])
         sxx = float(x @ x)
-        lam = TWIN_WEIGHT_PRIOR * max(sxx / len(y), 1e-4)
+        lam = TWIN_WEIGHT_PRIOR * max(sxx / len(x), 1e-4)
         return float(np.clip((float(x @ yy) + lam) / (sxx + lam), 0.0, 1.5))
 
     def _correction(self, x: np.ndarray, r: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,17 @@ def get_path(obj: Any, *path: str) -> Any:
 _get = get_path
 
 
+def k8s_time(value: Any) -> float | None:
+    """A Kubernetes timestamp (datetime from the client, or RFC 3339 text) as Unix seconds."""
+    if value is None:
+        return None
+    if hasattr(value, "timestamp"):
+        return float(value.timestamp())
+    import pandas as pd
+
+    return float(pd.Timestamp(value).timestamp())
+
+
 def schedulable(node: Any) -> bool:
     """A node function pods can land on: not cordoned, no NoSchedule/NoExecute taint."""
     spec = _get(node, "spec")

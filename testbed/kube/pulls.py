@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from testbed.kube.nodes import get_path as _get
+from testbed.kube.nodes import k8s_time
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,6 @@ def pulls_of(events: Iterable[Any], pods: Iterable[str], container: str) -> dict
 
 
 def _event_time(ev: Any) -> float:
-    from testbed.kube.watch import k8s_time
-
     for key in (("first_timestamp",), ("firstTimestamp",), ("event_time",), ("eventTime",),
                 ("metadata", "creation_timestamp"), ("metadata", "creationTimestamp")):
         t = k8s_time(_get(ev, *key))

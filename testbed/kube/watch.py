@@ -27,6 +27,7 @@ from testbed.kube.faults import (
     restarts,
 )
 from testbed.kube.nodes import get_path as _get
+from testbed.kube.nodes import k8s_time
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +53,6 @@ class PodRecord:
     last_exit: str | None = None
     failed: str | None = None
     """Why the pod is phase Failed (Evicted, OutOfcpu, …), None while it is not."""
-
-
-def k8s_time(value: Any) -> float | None:
-    """A Kubernetes timestamp (datetime from the client, or RFC 3339 text) as Unix seconds."""
-    if value is None:
-        return None
-    if hasattr(value, "timestamp"):
-        return float(value.timestamp())
-    return float(pd.Timestamp(value).timestamp())
 
 
 class PodWatch:

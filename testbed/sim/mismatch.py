@@ -113,7 +113,7 @@ LEVELS: dict[str, MismatchLevel] = {
     "default": _scaled("default", 0.42),
     "severe": _scaled("severe", 1.15),
     "structural": _structural("structural", 1.0),
-    "structural-severe": _structural("structural-severe", 2.0),
+    "structural-severe": _structural("structural-severe", 1.25),
 }
 """The scales 0.15, 0.42 and 1.15 were interpolated from measured ones so that the median rank
 correlation of the written scenario with its truth over 20 held-out gensmall tasks is about 0.95,

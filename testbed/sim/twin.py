@@ -120,6 +120,10 @@ class TwinFit:
     """Mean |twin / measured - 1| of the latency metric over the runs used (after the fit)."""
     node_error: Mapping[str, float | None]
     """Per node: the weighted mean |twin / measured - 1| of its warm latency over the runs used."""
+    cells: CellCheck | None = None
+    """How well node speed x function work predicts each (function, node) cell it was not fitted on."""
+    identified: Identification | None = None
+    """Which parameters the runs identify and which they confound."""
 
 
 @dataclass
@@ -162,16 +166,18 @@ class Twin:
         params = self.params
         assert params is not None
         best: TwinFit | None = None
+        best_replays: list[Mapping[str, Any]] = []
         for k in range(rounds + 1):
             replays = [self.summary(o.profile, where=True, params=params) for o in used]
             report = _fit_report(params, used, replays, self.metric)
             if best is None or _loss(report) < _loss(best):
-                best = report
+                best, best_replays = report, replays
             if k < rounds:
                 params = _update(self.view, self.specs, params, used, replays)
         assert best is not None
         self.params = best.params
-        return best
+        return dataclasses.replace(best, cells=cell_check(_pairs(self.view, self.specs, used, best_replays)),
+                                   identified=identification(self.view, self.specs, used))
 
 
 # ---------------------------------------------------------------------------------------------- fit
@@ -183,8 +189,9 @@ def _io(specs: Mapping[str, FunctionSpec], fn: str) -> float:
 
 
 def _pairs(view: ClusterSpec, specs: Mapping[str, FunctionSpec], used: Sequence[Observation],
-           replays: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, float, float]]:
-    """(function, node, log ratio of the CPU part measured / twin, weight) over every run used."""
+           replays: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, float, float, float]]:
+    """(function, node, log ratio of the CPU part measured / twin, weight, how many times more warm
+    requests one side saw than the other) over every run used."""
     nodes = {n.name for n in view.nodes}
     out = []
     for obs, rep in zip(used, replays, strict=True):
@@ -203,9 +210,10 @@ def _pairs(view: ClusterSpec, specs: Mapping[str, FunctionSpec], used: Sequence[
                 floor = 0.05 * max(float(m), float(t))  # IO-bound: the CPU part is too small to read
                 if cm <= floor or ct <= floor:
                     continue
-                w = min(float(cell.get("warm_ok") or 0), float(tc.get("warm_ok") or 0))
+                wm, wt = float(cell.get("warm_ok") or 0), float(tc.get("warm_ok") or 0)
+                w = min(wm, wt)
                 if w > 0:
-                    out.append((fn, node, math.log(cm / ct), w))
+                    out.append((fn, node, math.log(cm / ct), w, max(wm, wt) / w))
     return out
 
 
@@ -242,18 +250,18 @@ def _update(view: ClusterSpec, specs: Mapping[str, FunctionSpec], params: TwinPa
         for _ in range(4):
             num: dict[str, float] = {}
             den: dict[str, float] = {}
-            for fn, node, r, w in pairs:
+            for fn, node, r, w, _ in pairs:
                 num[fn] = num.get(fn, 0.0) + w * (r + b.get(node, 0.0))
                 den[fn] = den.get(fn, 0.0) + w
             a = {fn: num[fn] / den[fn] for fn in num}
             raw: dict[str, tuple[float, float]] = {}
-            for fn, node, r, w in pairs:
+            for fn, node, r, w, _ in pairs:
                 s, ww = raw.get(node, (0.0, 0.0))
                 raw[node] = (s + w * (a[fn] - r), ww + w)
             b = _pooled(view, raw, NODE_PRIOR_REQUESTS, CLASS_PRIOR_REQUESTS)
         # gauge: speeds carry the cluster-wide factor (the suite's work is right on average)
-        total = sum(w for *_, w in pairs)
-        mean_a = sum(w * a[fn] for fn, _, _, w in pairs) / total
+        total = sum(w for _, _, _, w, _ in pairs)
+        mean_a = sum(w * a[fn] for fn, _, _, w, _ in pairs) / total
         for fn in a:
             work[fn] = float(np.clip(work.get(fn, 1.0) * math.exp(DAMPING * (a[fn] - mean_a)), 0.1, 10.0))
         for name in speed:
@@ -300,24 +308,215 @@ def _loss(fit: TwinFit) -> float:
     return (fit.metric_error or 0.0) + (float(np.mean(nodes)) if nodes else 0.0)
 
 
+# ------------------------------------------------------------------------------- what the runs say
+
+CELL_MIN_WARM = 20
+"""Warm requests a (function, node) cell needs before the check reads it."""
+CELL_NOISE_CV = 0.5
+"""The spread assumed for one warm request's latency: a cell of ``n`` requests is allowed
+``2 * CELL_NOISE_CV / sqrt(n)`` of log error for sampling noise before it counts as unexplained."""
+
+
+@dataclass(frozen=True)
+class CellCheck:
+    """Leave-one-cell-out check of the fit's structure (a two-way model ``log latency = work_f -
+    speed_n``): each (function, node) cell's log ratio measured / twin is predicted from the other
+    cells of its function and its node, and the prediction's error beyond sampling noise is what
+    node speed x function work cannot explain (a network delay on one node, a CPU cap on one
+    function there, a neighbour). Cells whose function ran on no other node, or whose node ran no
+    other function, cannot be predicted and are left out."""
+
+    error: float
+    """Weighted mean over the predictable cells of the unexplained log error (0: all explained)."""
+    cells: int
+    """Predictable cells."""
+    worst: tuple[str, str, float] | None
+    """(function, node, factor measured / predicted) of the cell with the largest unexplained error."""
+
+
+CELL_SAME_TRAFFIC = 2.0
+"""A cell enters the check only where twin and run sent it within this factor of the same warm
+requests: a cell whose traffic differs saw other dynamics (pods that came at other times), and its
+latency says more about those than about the node."""
+
+
+def cell_check(pairs: Sequence[tuple[str, str, float, float, float]]) -> CellCheck | None:
+    """:class:`CellCheck` of ``_pairs``' (function, node, log ratio, weight, traffic ratio) rows;
+    None when no cell can be predicted from others (one function, or one node)."""
+    cells: dict[tuple[str, str], list[float]] = {}
+    for fn, node, r, w, traffic in pairs:
+        if traffic > CELL_SAME_TRAFFIC:
+            continue
+        acc = cells.setdefault((fn, node), [0.0, 0.0])
+        acc[0] += w * r
+        acc[1] += w
+    table = {k: (s / w, w) for k, (s, w) in cells.items() if w >= CELL_MIN_WARM}
+    errors: list[tuple[float, float, str, str, float]] = []
+    for (fn, node), (r, w) in table.items():
+        rest = {k: v for k, v in table.items() if k != (fn, node)}
+        if not any(f == fn for f, _ in rest) or not any(n == node for _, n in rest):
+            continue
+        pred = _additive(rest, fn, node)
+        if pred is None:
+            continue
+        raw = abs(r - pred)
+        allowed = 2.0 * CELL_NOISE_CV / math.sqrt(w)
+        errors.append((max(0.0, raw - allowed), w, fn, node, r - pred))
+    if not errors:
+        return None
+    total = sum(w for _, w, *_ in errors)
+    worst = max(errors, key=lambda e: e[0])
+    return CellCheck(error=sum(e * w for e, w, *_ in errors) / total, cells=len(errors),
+                     worst=(worst[2], worst[3], math.exp(worst[4])) if worst[0] > 0 else None)
+
+
+def _additive(table: Mapping[tuple[str, str], tuple[float, float]], fn: str, node: str) -> float | None:
+    """``a_fn - b_node`` of the weighted two-way additive fit of ``table`` (alternating means); None
+    when ``fn`` and ``node`` are not connected through the table's cells."""
+    a: dict[str, float] = {}
+    b: dict[str, float] = {}
+    for _ in range(20):
+        num: dict[str, list[float]] = {}
+        for (f, n), (r, w) in table.items():
+            acc = num.setdefault(f, [0.0, 0.0])
+            acc[0] += w * (r + b.get(n, 0.0))
+            acc[1] += w
+        a = {f: s / w for f, (s, w) in num.items()}
+        numb: dict[str, list[float]] = {}
+        for (f, n), (r, w) in table.items():
+            acc = numb.setdefault(n, [0.0, 0.0])
+            acc[0] += w * (a[f] - r)
+            acc[1] += w
+        b = {n: s / w for n, (s, w) in numb.items()}
+    if fn not in a or node not in b or not _connected(table, fn, node):
+        return None
+    return a[fn] - b[node]
+
+
+def _connected(table: Mapping[tuple[str, str], Any], fn: str, node: str) -> bool:
+    """Whether function ``fn`` and node ``node`` are linked by a path of cells (f, n) of ``table``."""
+    seen_f, seen_n = {fn}, set()
+    frontier = True
+    while frontier:
+        frontier = False
+        for f, n in table:
+            if (f in seen_f) != (n in seen_n):
+                seen_f.add(f)
+                seen_n.add(n)
+                frontier = True
+    return node in seen_n
+
+
+@dataclass(frozen=True)
+class Identification:
+    """What the runs identify (issue 44, item 4). A node's speed is read against the others only
+    through functions they both served (speed and work are confounded otherwise), and apart from a
+    network delay only where it served work of at least two sizes (a fixed delay and a slower node
+    look alike when one size is seen); a pull bandwidth only where a pull was measured. Values: a
+    reason text, or ``"identified"``."""
+
+    speed: Mapping[str, str]
+    pull: Mapping[str, str]
+    work: Mapping[str, str]
+
+    def confounded(self) -> list[str]:
+        """One line per parameter the runs do not identify."""
+        out = [f"{n}: speed {why}" for n, why in self.speed.items() if why != IDENTIFIED]
+        out += [f"{n}: pull bandwidth {why}" for n, why in self.pull.items() if why != IDENTIFIED]
+        out += [f"{f}: work {why}" for f, why in self.work.items() if why != IDENTIFIED]
+        return out
+
+
+IDENTIFIED = "identified"
+SIZES_APART = 2.0
+"""How far apart (ratio of mean CPU parts) two functions' work must be on a node to tell its speed
+from a fixed network delay."""
+
+
+def identification(view: ClusterSpec, specs: Mapping[str, FunctionSpec], used: Sequence[Observation]) -> Identification:
+    """:class:`Identification` of the measured runs ``used`` (their ``where`` cells only)."""
+    cpu: dict[tuple[str, str], list[float]] = {}
+    pulled: set[str] = set()
+    for obs in used:
+        where = obs.where or {}
+        for fn, per_node in (where.get("functions") or {}).items():
+            for node, cell in per_node.items():
+                m, k = cell.get("warm_mean_s"), float(cell.get("warm_ok") or 0)
+                if m is None or k < CELL_MIN_WARM:
+                    continue
+                c = float(m) - _io(specs, fn)
+                if c > 0.05 * float(m):
+                    acc = cpu.setdefault((fn, node), [0.0, 0.0])
+                    acc[0] += k * c
+                    acc[1] += k
+        for node, cell in (where.get("nodes") or {}).items():
+            if (cell.get("pulls") or 0) > 0 and (cell.get("pull_s") or 0) > 0:
+                pulled.add(node)
+    cells = {k: s / w for k, (s, w) in cpu.items()}
+    # the largest group of nodes linked through shared functions fixes the speeds' common scale
+    groups: list[tuple[set[str], set[str]]] = []
+    for fn, node in cells:
+        joined = [g for g in groups if fn in g[0] or node in g[1]]
+        merged = ({fn}, {node})
+        for g in joined:
+            merged[0].update(g[0])
+            merged[1].update(g[1])
+            groups.remove(g)
+        groups.append(merged)
+    main = max(groups, key=lambda g: (len(g[1]), len(g[0])), default=(set(), set()))
+    speed, work = {}, {}
+    for n in view.nodes:
+        sizes = [c for (f, node), c in cells.items() if node == n.name]
+        if not sizes:
+            speed[n.name] = "not observed (no warm request measured there)"
+        elif n.name not in main[1]:
+            speed[n.name] = "confounded with function work (no function it ran was seen on the other nodes)"
+        elif len(main[1]) < 2:
+            speed[n.name] = "confounded with function work (one node observed)"
+        elif max(sizes) < SIZES_APART * min(sizes):
+            speed[n.name] = "confounded with network delay (one size of work seen there)"
+        else:
+            speed[n.name] = IDENTIFIED
+    for fn in sorted({f for f, _ in cells}):
+        work[fn] = IDENTIFIED if fn in main[0] and len(main[1]) >= 2 else \
+            "confounded with node speed (its nodes share no function with the others)"
+    pull = {n.name: IDENTIFIED if n.name in pulled else "not observed (no image pulled there)" for n in view.nodes}
+    return Identification(speed, pull, work)
+
+
 def describe(fit: TwinFit, view: ClusterSpec) -> list[str]:
-    """What a user reads from a fit: node speeds relative to the fastest, pull times of the suite's
-    typical image, work factors that moved, and the fit's error."""
+    """What a user reads from a fit: node speeds relative to the fastest identified node and pull
+    times where the runs identify them -- a confounded value is named as the twin's working value,
+    never as a hardware fact -- work factors that moved, what node speed x function work could not
+    explain, and the fit's error."""
     if not view.nodes:
         return []
     p = fit.params
-    fastest = max(view.nodes, key=lambda n: p.speed.get(n.name, 1.0))
+    ident = fit.identified
+    speed_ok = {n.name for n in view.nodes if ident is None or ident.speed.get(n.name) == IDENTIFIED}
+    pull_ok = {n.name for n in view.nodes if ident is None or ident.pull.get(n.name) == IDENTIFIED}
+    ref = [n for n in view.nodes if n.name in speed_ok] or list(view.nodes)
+    fastest = max(ref, key=lambda n: p.speed.get(n.name, 1.0))
     top = p.speed.get(fastest.name, 1.0)
     lines = []
     for n in view.nodes:
         s = p.speed.get(n.name, 1.0)
         bw = p.pull_bytes_per_s.get(n.name, VIEW_PULL_BYTES_PER_S)
         err = fit.node_error.get(n.name)
-        lines.append(f"{n.name} runs at {s / top:.2f}x {fastest.name}; pulls at {bw / 2**20:.0f} MiB/s "
-                     f"(100 MiB in {100 * 2**20 / bw:.1f} s)" + ("" if err is None else f"; warm latency off by {100 * err:.0f} %"))
+        speed = (f"runs at {s / top:.2f}x {fastest.name}" if n.name in speed_ok else
+                 f"speed not identified, {ident.speed[n.name] if ident else ''} (the twin assumes {s / top:.2f}x)")
+        pull = (f"pulls at {bw / 2**20:.0f} MiB/s (100 MiB in {100 * 2**20 / bw:.1f} s)" if n.name in pull_ok else
+                f"pull bandwidth {ident.pull[n.name] if ident else ''} (the twin assumes {bw / 2**20:.0f} MiB/s)")
+        lines.append(f"{n.name} {speed}; {pull}" + ("" if err is None else f"; warm latency off by {100 * err:.0f} %"))
     for fn, w in sorted(p.work.items()):
         if abs(w - 1.0) > 0.05:
-            lines.append(f"{fn} does {w:.2f}x the work its spec says")
+            ok = ident is None or ident.work.get(fn) == IDENTIFIED
+            lines.append(f"{fn} does {w:.2f}x the work its spec says" + ("" if ok else f" ({ident.work.get(fn, 'not observed')})"))
+    if fit.cells is not None and fit.cells.worst is not None:
+        fn, node, factor = fit.cells.worst
+        lines.append(f"not explained by node speed x function work: {fn} on {node} measured {factor:.2f}x what "
+                     f"its node and function predict (unexplained log error {fit.cells.error:.3f} over "
+                     f"{fit.cells.cells} cells)")
     if fit.metric_error is not None:
         lines.append(f"latency metric off by {100 * fit.metric_error:.1f} % on average over the {fit.runs} run(s) fitted")
     return lines

@@ -79,13 +79,58 @@ def test_the_twin_tuner_refits_after_every_run_and_never_repeats_a_profile(lab) 
     assert min(values) <= values[0]
 
 
-def test_the_twin_weight_follows_the_runs() -> None:
-    """Runs that rank as the twin does keep its weight near 1; runs that rank against it take the
-    weight to 0, and the tuner falls back to GP-BO over its pool."""
-    twin = np.log(np.array([1.0, 1.5, 2.0, 3.0, 4.0]))
-    assert TwinTuner._twin_weight(twin, twin + 0.3) == pytest.approx(1.0, abs=0.05)
-    assert TwinTuner._twin_weight(twin, -twin) == 0.0
-    assert TwinTuner._twin_weight(twin[:1], twin[:1]) == 1.0  # one run: nothing says otherwise
+def test_the_twin_weight_follows_what_it_predicted_before_each_run() -> None:
+    """Changes measured as the twin predicted them (out of sample) keep its weight near 1; changes
+    against its predictions take the weight to 0, and the tuner falls back to GP-BO over its pool."""
+    pred = np.log(np.array([0.5, 0.7, 1.5, 2.0]))
+    assert TwinTuner._twin_weight([(k, p, p) for k, p in enumerate(pred, 1)]) == pytest.approx(1.0, abs=0.05)
+    assert TwinTuner._twin_weight([(k, p, -p) for k, p in enumerate(pred, 1)]) == 0.0
+    assert TwinTuner._twin_weight([]) == 1.0  # the reference alone: nothing says otherwise
+
+
+class _Contrary:
+    """A cluster that answers every profile the opposite way from the twin: a run's latency is the
+    reference's divided by how much faster the twin said it would be (a twin of the wrong cluster)."""
+
+    def __init__(self, tuner, base: float = 1.0) -> None:
+        self.tuner, self.base = tuner, base
+
+    def __call__(self, setting) -> float:
+        twin = self.tuner.twin
+        ref = twin.predict(CODEC.reference().to_profile())
+        return self.base * ref / twin.predict(setting.to_profile())
+
+
+def test_a_twin_whose_predictions_runs_contradict_is_not_followed_and_says_why(lab, caplog) -> None:
+    """The trust rule: after a run whose change against the reference the twin mispredicted beyond
+    CHANGE_BOUND, the tuner says what it cannot explain in one line, its weight is 0 (GP-BO over its
+    pool), and it proposes what the model-free GP picks, not the twin's argmin. With the rule off
+    (``twin-notrust``) the same runs leave the twin in charge."""
+    import logging
+
+    from agent.objectives.view import user_view
+    from agent.tuners import twin as twin_module
+
+    cluster, workload = lab
+    view = user_view(cluster, workload)
+    tuners = {m: make_tuner(m, CODEC, seed=1, view=view) for m in ("twin", "twin-notrust")}
+    with caplog.at_level(logging.WARNING, logger=twin_module.__name__):
+        for tuner in tuners.values():
+            tuner.fit_enabled = False  # the twin stays the view: its predictions are known in advance
+            contrary = _Contrary(tuner)
+            tuner.tell(CODEC.reference_action(), contrary(CODEC.reference()))
+            for _ in range(2):
+                a = np.clip(tuner.suggest(), -1, 1)
+                tuner.tell(a, contrary(CODEC.decode(a)))
+    ruled, free = tuners["twin"], tuners["twin-notrust"]
+    (_, pred, meas), = ruled.change_errors()[:1]
+    assert pred < -0.1 and meas > 0.1  # it promised a faster run; the run was slower
+    assert ruled.trust_log[1]["trusted"] is False and ruled.trust_log[1]["reasons"][0].startswith("metric: it predicted")
+    assert ruled.trust_log[2]["trusted"] is False  # a model-free run it guessed closer does not undo the miss
+    assert not ruled.trusted and ruled.last_search["twin_weight"] == 0.0 and not ruled.last_search["trusted"]
+    assert free.trusted and free.last_search["twin_weight"] > 0.0
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("twin: the twin cannot explain metric")]
+    assert len(lines) == 1 and "proposing model-free" in lines[0]
 
 
 def test_twin_needs_the_view() -> None:
@@ -194,3 +239,27 @@ def test_compare_pairs_by_task() -> None:
     assert (row["other"], row["T"], row["tasks"]) == ("y", 1, 2)
     assert row["gap"] == pytest.approx(0.5) and row["other_gap"] == 0.0 and row["difference"] == pytest.approx(0.5)
     assert row["regret_cut"] == pytest.approx(0.5)  # half the regret of a method that closes nothing
+
+
+def test_view_next_gives_the_tuners_another_clusters_view_and_the_same_truth() -> None:
+    """``evaluate --view next``: the world's truth, oracle and workload stay the task's own; the view
+    is the next family member's cluster with the task's workload. A scenario outside a generated
+    family, or an unknown view, is one line."""
+    from agent.objectives.sim import scenario_objective
+
+    worlds = {}
+    for view in ("own", "next"):
+        p = Protocol(steps=1, oracle_runs=0, mismatch="default", sim_seed=0, view=view)
+        worlds[view] = _exact_world(Task("gensmall-4000001", (0,), ("gp",), {}, p), 0, scenario_objective, CODEC)
+    own, wrong = worlds["own"], worlds["next"]
+    assert own.truth(CODEC.reference()) == wrong.truth(CODEC.reference())
+    assert wrong.view.fingerprint() != own.view.fingerprint()
+    assert wrong.view.workload is own.view.workload or wrong.view.workload.frame.equals(own.view.workload.frame)
+    from testbed.sim.twin import cluster_view
+
+    assert wrong.view.cluster.nodes == cluster_view(scenario_objective("gensmall-4000002", 0).cluster).nodes
+    with pytest.raises(AgentError, match="--view next: 'lab-web' is not a member of a generated family"):
+        _exact_world(Task("lab-web", (0,), ("gp",), {}, Protocol(steps=1, oracle_runs=0, view="next")), 0,
+                     scenario_objective, CODEC)
+    with pytest.raises(AgentError, match="--view 'mine': valid: own, next"):
+        Protocol(steps=1, view="mine").check()
