@@ -250,8 +250,9 @@ def compare_command(
     """METHOD against every other method at T = 1, 2, 3, 5, 10: gap closed minus the other's, paired
     by task with a 95 % interval over tasks, and the share of the other's regret it removes."""
     from agent.cli.options import argv_tail
-    from agent.evaluation.compare import compare
+    from agent.evaluation.compare import by_task, compare
     from agent.evaluation.scoring import score
+    from agent.formatting import format_ci
     from agent.evaluation.tables import read_results
     from agent.formatting import md_table
     from functions.atomic import write_atomic
@@ -264,7 +265,15 @@ def compare_command(
             for r in table.itertuples(index=False)]
     text = md_table(["other", "T", "tasks", f"{method} gap %", "other gap %", "difference (pp, 95 % CI over tasks)",
                      "regret cut %"], rows)
+    alone = by_task(scored)
+    pct = lambda v: None if v is None else 100.0 * v  # noqa: E731
+    each = [(r.method, r.T, r.tasks, format_ci(pct(r.gap), pct(r.gap_low), pct(r.gap_high), signed=False),
+             format_ci(r.improvement, r.improvement_low, r.improvement_high, unit=" %"))
+            for r in alone.itertuples(index=False)]
+    each_text = md_table(["method", "T", "tasks", "gap closed % (95 % CI over tasks)",
+                          "improvement at the last T (95 % CI over tasks)"], each)
     console.print(text, markup=False, highlight=False)
     if out is not None:
         command = "scoretune twin compare " + " ".join(argv_tail("compare"))
-        write_atomic(out, f"Command: `{command}`\n\n{text}\n")
+        write_atomic(out, f"Command: `{command}`\n\n{text}\n\nEach method alone, each task's mean over seeds, "
+                     f"intervals over tasks:\n\n{each_text}\n")
