@@ -59,7 +59,7 @@ class CpuMode:
         return f"node CPU capacity is enforced with {what} ({self.reason})"
 
 
-def _mounts() -> list[tuple[str, str, set[str]]]:
+def mounts() -> list[tuple[str, str, set[str]]]:
     out = []
     try:
         for line in Path("/proc/self/mounts").read_text().splitlines():
@@ -97,7 +97,7 @@ def _probe_mkdir(base: Path) -> str | None:
 
 def _v2_base() -> tuple[Path | None, str]:
     own = _own_cgroup_paths().get("", "/")
-    for mnt, fstype, _ in _mounts():
+    for mnt, fstype, _ in mounts():
         if fstype != "cgroup2":
             continue
         base = Path(mnt) / own.lstrip("/")
@@ -116,7 +116,7 @@ def _v2_base() -> tuple[Path | None, str]:
 
 def _v1_base() -> tuple[Path | None, str]:
     own = _own_cgroup_paths()
-    for mnt, fstype, opts in _mounts():
+    for mnt, fstype, opts in mounts():
         if fstype != "cgroup" or "cpu" not in opts:
             continue
         base = Path(mnt) / own.get("cpu", "/").lstrip("/")

@@ -263,3 +263,13 @@ def test_view_next_gives_the_tuners_another_clusters_view_and_the_same_truth() -
                      scenario_objective, CODEC)
     with pytest.raises(AgentError, match="--view 'mine': valid: own, next"):
         Protocol(steps=1, view="mine").check()
+
+
+def test_the_trust_bounds_are_the_committed_validation_study() -> None:
+    """The tuner's bounds are the ones `scoretune twin trust` chose on the validation tasks (a rerun
+    of the study that moves them must move the constants, and the other way round)."""
+    from agent.tuners import twin as twin_module
+
+    study = json.loads((Path(__file__).resolve().parents[2] / "docs/results/twin/trust/bounds.json").read_text())
+    assert twin_module.CHANGE_BOUND == pytest.approx(study["change"], abs=5e-4)
+    assert twin_module.CELL_BOUND == pytest.approx(study["cell"], abs=5e-4)

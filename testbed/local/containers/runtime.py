@@ -31,11 +31,11 @@ FIRST_POD_PORT = 8080
 
 def _v1_mount(controller: str) -> Path | None:
     """The v1 hierarchy holding ``controller`` (the mount table as :mod:`testbed.local.cpu` reads it)."""
-    return next((Path(mnt) for mnt, fstype, opts in cpu._mounts() if fstype == "cgroup" and controller in opts), None)
+    return next((Path(mnt) for mnt, fstype, opts in cpu.mounts() if fstype == "cgroup" and controller in opts), None)
 
 
 def _v2_mount() -> Path:
-    mount = next((Path(mnt) for mnt, fstype, _ in cpu._mounts() if fstype == "cgroup2"), None)
+    mount = next((Path(mnt) for mnt, fstype, _ in cpu.mounts() if fstype == "cgroup2"), None)
     if mount is None:
         raise RuntimeError("no cgroup v2 mount")
     return mount

@@ -49,7 +49,7 @@ def _remove_lab_groups(cpu_group: Path) -> None:
         rel = cpu_group.relative_to(cpu_mount)
     except ValueError:
         return
-    for mnt, fstype, _ in cpu._mounts():
+    for mnt, fstype, _ in cpu.mounts():
         if fstype in ("cgroup", "cgroup2"):  # runc also makes one in the empty v2 "unified"
             path = Path(mnt) / rel
             if path.exists():
