@@ -114,6 +114,8 @@ def trust_command(
                                "the bounds come from 'default'."),
     steps: int = typer.Option(3, min=1, max=50, help="Runs after the reference per task."),
     out: Path = typer.Option(..., "--out", "-o", help="Directory for trust.csv and trust.md."),
+    rescore_only: bool = typer.Option(False, "--rescore", help="Recompute the misses, bounds and summary from "
+                                      "OUT/trust.csv (the runs do not depend on how a miss is measured)."),
 ) -> None:
     """Choose the twin's trust bounds on validation tasks: the 95th percentile of what the twin
     failed to predict (a run's change, a cell's latency) where its engine is the truth's up to
@@ -121,7 +123,7 @@ def trust_command(
     import json
 
     from agent.cli.options import argv_tail
-    from agent.evaluation.trust import bounds, summary, trust_table
+    from agent.evaluation.trust import bounds, rescore, summary, trust_table
     from agent.formatting import md_table
     from functions.atomic import write_atomic
     from testbed.sim.mismatch import level
@@ -136,7 +138,15 @@ def trust_command(
         raise AgentError("--levels: the bounds are chosen at 'default'; name it")
     if out.exists() and not out.is_dir():
         raise AgentError(f"{out}: not a directory (--out names the report directory)")
-    table = trust_table(names, lvls, steps)
+    if rescore_only:
+        import pandas as pd
+
+        try:
+            table = rescore(pd.read_csv(out / "trust.csv"))
+        except (OSError, ValueError, KeyError) as err:
+            raise AgentError(f"{out / 'trust.csv'}: cannot rescore it ({type(err).__name__}); run without --rescore") from None
+    else:
+        table = trust_table(names, lvls, steps)
     bound = bounds(table)
     summ = summary(table, bound)
     out.mkdir(parents=True, exist_ok=True)
@@ -148,6 +158,38 @@ def trust_command(
                  f"{bound['change']:.3f}, cell {bound['cell']:.3f}\n\n{text}\n")
     console.print(text, markup=False, highlight=False)
     console.print(f"bounds: change {bound['change']:.3f}, cell {bound['cell']:.3f} (wrote {out})")
+
+
+@twin_app.command("verdicts")
+def verdicts_command(
+    experiments: list[Path] = typer.Argument(..., help="Twin experiments' directories (scoretune tune --method twin)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the table here (Markdown)."),
+) -> None:
+    """What the trust rule says of twin experiments already run: each is replayed as a resume replays
+    it (the rule off, so the twin proposes what it proposed), and the first run after which the rule
+    would have stopped following the twin is named with its reason. A replayed proposal that differs
+    from the logged one (the tuner changed since) ends what can be judged: later runs show no
+    prediction."""
+    from agent.cli.options import argv_tail
+    from agent.evaluation.trust import replay_verdicts
+    from agent.formatting import md_table
+    from functions.atomic import write_atomic
+
+    rows = []
+    for d in experiments:
+        if not (d / "experiment.jsonl").exists():
+            raise AgentError(f"{d}: not a tune experiment (no experiment.jsonl)")
+        verdicts = replay_verdicts(d)
+        judged = [v for v in verdicts if v["predicted_change"] == v["predicted_change"]]
+        first = next((v for v in verdicts if v["refused"]), None)
+        rows.append((d.name, len(judged), "-" if first is None else str(first["run"]),
+                     "-" if first is None else f"{first['improvement_pct']:+.1f} %",
+                     "trusted throughout the judged runs" if first is None else first["reason"]))
+    text = md_table(["experiment", "runs judged", "refused after run", "that run's improvement", "why"], rows)
+    console.print(text, markup=False, highlight=False)
+    if out is not None:
+        command = "scoretune twin verdicts " + " ".join(argv_tail("verdicts"))
+        write_atomic(out, f"Command: `{command}`\n\n{text}\n")
 
 
 @twin_app.command("tasks")

@@ -15,6 +15,7 @@ those of a twin that kept going; noise-free, one sim seed, the truth drawn as ``
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from agent.actions import ActionCodec
+from agent.tuners.twin import change_miss
 
 QUANTILE = 0.95
 """Share of validation runs at ``--mismatch default`` a bound lets through."""
@@ -55,7 +57,7 @@ def trust_runs(scenario: str, level: str, steps: int, seed: int = 0) -> list[dic
         rows.append({
             "scenario": scenario, "level": level, "seed": seed, "run": k, "metric_s": metric,
             "improvement_pct": 100.0 * (metrics[0] - metric) / metrics[0],
-            "predicted_change": p, "measured_change": m, "change_error": abs(p - m),
+            "predicted_change": p, "measured_change": m, "change_error": change_miss(p, m),
             "cell_error": fit.get("cell_error"), "cell_worst": "|".join(map(str, fit.get("cell_worst") or [])),
             "metric_error": fit.get("metric_error"), "confounded": len(fit.get("confounded") or []),
         })
@@ -65,6 +67,15 @@ def trust_runs(scenario: str, level: str, steps: int, seed: int = 0) -> list[dic
 def trust_table(scenarios: Sequence[str], levels: Sequence[str], steps: int, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame([row for scenario in scenarios for level in levels
                          for row in trust_runs(scenario, level, steps, seed)])
+
+
+def rescore(frame: pd.DataFrame) -> pd.DataFrame:
+    """The study's rows with ``change_error`` recomputed from the predicted and measured changes by
+    today's :func:`agent.tuners.twin.change_miss` (the runs themselves do not depend on it)."""
+    out = frame.copy()
+    out["change_error"] = [change_miss(p, m) if p == p and m == m else math.nan
+                           for p, m in zip(out["predicted_change"], out["measured_change"], strict=True)]
+    return out
 
 
 def bounds(frame: pd.DataFrame, level: str = "default", q: float = QUANTILE) -> dict[str, float]:
@@ -100,4 +111,42 @@ def summary(frame: pd.DataFrame, bound: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-__all__ = ["QUANTILE", "bounds", "summary", "trust_runs", "trust_table"]
+def replay_verdicts(directory: Any) -> list[dict[str, Any]]:
+    """What the trust rule says of a live experiment already run (``tune`` output directory): the
+    twin tuner with the rule off (so it proposes what the logged twin proposed) is driven through
+    the logged runs as a resume drives it, and each run's verdict -- the reasons the rule would have
+    refused the twin for -- is returned, one row per run. For an experiment of another method the
+    twin's predictions do not match the runs and only the cell check speaks."""
+    from pathlib import Path
+
+    from agent.loop.backends import resolve_workload
+    from agent.loop.config import ExperimentConfig
+    from agent.loop.log import read_log, step_where
+    from agent.objectives.view import user_view
+    from agent.tuners.drive import Measured, drive
+    from agent.tuners.factory import make_tuner
+    from testbed.cluster import load_cluster
+
+    d = Path(directory)
+    config = ExperimentConfig.load(d)
+    wl_path = Path(config.workload)
+    kept = d.parent.parent / "workloads" / wl_path.name  # a lab table keeps its workloads beside its runs
+    if not wl_path.exists() and kept.exists():
+        config = dataclasses.replace(config, workload=str(kept))
+    workload, scenario_cluster = resolve_workload(config.workload, seed=config.seed)
+    cluster = load_cluster(config.cluster or scenario_cluster)
+    codec = ActionCodec()
+    tuner = make_tuner("twin-notrust", codec, seed=config.seed,
+                       view=user_view(cluster, workload, config.metric, platform=config.platform))
+    records = read_log(d)
+    drive(tuner, codec, len(records) - 1, lambda step, action: math.nan,
+          told=[(rec.action, Measured(rec.metric, rec.facts, step_where(d, rec))) for rec in records])
+    changes = {k: (p, m) for k, p, m in tuner.change_errors()}
+    return [{"experiment": d.name, "run": v["run"], "refused": bool(v["reasons"]),
+             "reason": "; ".join(v["reasons"]), "predicted_change": changes.get(v["run"], (math.nan,))[0],
+             "measured_change": changes.get(v["run"], (math.nan, math.nan))[1],
+             "improvement_pct": 100.0 * (records[0].metric - records[v["run"]].metric) / records[0].metric}
+            for v in tuner.trust_log]
+
+
+__all__ = ["QUANTILE", "bounds", "replay_verdicts", "rescore", "summary", "trust_runs", "trust_table"]

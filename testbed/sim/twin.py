@@ -468,7 +468,7 @@ def identification(view: ClusterSpec, specs: Mapping[str, FunctionSpec], used: S
     for n in view.nodes:
         sizes = [c for (f, node), c in cells.items() if node == n.name]
         if not sizes:
-            speed[n.name] = "not observed (no warm request measured there)"
+            speed[n.name] = f"not observed (no function with {CELL_MIN_WARM} warm requests there)"
         elif n.name not in main[1]:
             speed[n.name] = "confounded with function work (no function it ran was seen on the other nodes)"
         elif len(main[1]) < 2:

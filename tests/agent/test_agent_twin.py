@@ -178,6 +178,18 @@ def test_tune_with_twin_on_sim_then_report_and_fit(tmp_path) -> None:
     assert bad.exit_code == 1 and "not a run directory" in bad.output
 
 
+def test_verdicts_replay_a_finished_twin_experiment(tmp_path) -> None:
+    """``twin verdicts`` drives the twin through a finished experiment's logged runs as a resume does:
+    on the simulator with no mismatch it predicted every run it proposed, and the rule never refused."""
+    _, _, args = _own(tmp_path)
+    out = tmp_path / "exp"
+    assert runner.invoke(app, [*args, "--steps", "3", "--out", str(out)]).exit_code == 0
+    table = tmp_path / "verdicts.md"
+    result = runner.invoke(app, ["twin", "verdicts", str(out), "-o", str(table)])
+    assert result.exit_code == 0, result.output
+    assert "| exp | 3 | - | - | trusted throughout the judged runs |" in table.read_text()
+
+
 def test_resume_replays_the_fits(tmp_path) -> None:
     """A resumed twin experiment refits on the logged runs' breakdowns before its next proposal."""
     _, _, args = _own(tmp_path)
@@ -211,6 +223,8 @@ def test_wrappers_pass_the_breakdown_on_to_the_twin(lab) -> None:
     (["twin", "tasks", "--family", "bogus", "--start", "3000000"], "--family 'bogus': valid: gen, gensmall, gentrace"),
     (["twin", "mismatch", "--scenarios", "lab-web", "--levels", "mild,bogus"], "unknown mismatch level 'bogus'"),
     (["twin", "fit", "{tmp}/nope", "--cluster", "lab-small", "--workload", "{tmp}/w.parquet"], "not a run directory"),
+    (["twin", "verdicts", "{tmp}"], "not a tune experiment (no experiment.jsonl)"),
+    (["twin", "trust", "--scenarios", "gensmall-4000001", "--levels", "structural"], "the bounds are chosen at 'default'"),
 ])
 def test_twin_commands_refuse_bad_input_in_one_line(tmp_path, args, message) -> None:
     out = tmp_path / "out"

@@ -60,7 +60,7 @@ def test_the_fit_recovers_node_speeds_from_one_run(specs, workload) -> None:
     assert abs(neutral / summary["latency_mean_s"] - 1) > 0.2  # the neutral twin was far off
     # one function, one size of work: a slower node and a fixed delay there look alike
     assert fit.identified is not None and set(fit.identified.speed.values()) <= {
-        "confounded with network delay (one size of work seen there)", "not observed (no warm request measured there)"}
+        "confounded with network delay (one size of work seen there)", "not observed (no function with 20 warm requests there)"}
     lines = describe(fit, twin.view)
     assert not any(" runs at " in line for line in lines)
     assert sum("speed not identified, confounded with network delay" in line for line in lines) >= 3
