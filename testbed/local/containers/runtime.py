@@ -225,7 +225,7 @@ class ContainerRuntime:
     async def reset(self, images: list[str]) -> None:
         """Between steps: the node's store emptied of everything but the images its spec lists
         (what the kube backend's image reset does), so every step starts from the same caches."""
-        await asyncio.get_running_loop().run_in_executor(None, self.store.reset, set(images))
+        await self.store.reset_when_idle(set(images))
         await self.preload(images)
 
     def status(self) -> dict[str, Any]:

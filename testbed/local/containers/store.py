@@ -8,7 +8,8 @@
   CPU group) into ``layers/<digest>``, which every pod of every image using it shares as an
   overlay lower directory (containerd's overlayfs snapshotter); OCI whiteouts become overlay
   whiteouts;
-- **reset**: the whole store is deleted (the lab's cache reset between steps).
+- **reset**: the whole store is deleted (the lab's cache reset between steps), once no pull is in
+  flight.
 
 Pulls are serialised per node (kubelet's ``serializeImagePulls`` default).
 """
@@ -142,6 +143,14 @@ class NodeStore:
     def lowerdirs(self, image: str) -> list[Path]:
         """The image's unpacked layers, topmost first (overlayfs' ``lowerdir`` order)."""
         return [self.layer_dir(d) for d in reversed(self.images[image])]
+
+    async def reset_when_idle(self, keep: set[str] | frozenset[str] = frozenset()) -> None:
+        """:meth:`reset` once no fetch is in flight: a pull the reset interrupted would otherwise
+        finish afterwards and register an image whose first layers the reset had deleted (the
+        next pod of it then fails to mount, or to find its interpreter). Pods are stopped before a
+        reset, but the task that was starting one may still be pulling its image."""
+        async with self._lock:
+            await asyncio.get_running_loop().run_in_executor(None, self.reset, keep)
 
     def reset(self, keep: set[str] | frozenset[str] = frozenset()) -> None:
         """Forget every image (no pod may be using any): the layout is deleted, and every unpacked

@@ -118,3 +118,40 @@ def test_a_pod_the_lab_failed_to_start_voids_the_run_an_oom_kill_does_not():
     assert lab_faults(events) == ["a: image pull failed: skopeo: connection refused",
                                   "b: instance did not start: runc could not start x: ..."]
     assert lab_faults(events[2:]) == []  # an OOM kill, a node lost: the profile's outcome, recorded
+
+
+def test_a_reset_waits_for_a_pull_in_flight_so_no_image_is_left_without_its_layers(tmp_path: Path, monkeypatch):
+    """The agent resets a node's store between steps while the task that was starting a pod may still
+    be unpacking its image. The reset must not delete layers under that fetch: after both, every
+    image the store says is complete has every layer unpacked (the container lab once voided a whole
+    experiment on "python3 not found" and "special device overlay does not exist" from this race)."""
+    import asyncio
+
+    from testbed.local.containers import store as store_mod
+
+    layers = ("sha256:" + "a" * 64, "sha256:" + "b" * 64)
+    node = store_mod.NodeStore(tmp_path / "node", netns="none", registry="none", enter_node=lambda: None)
+    second_layer = asyncio.Event()
+    go_on = asyncio.Event()
+
+    async def fake_exec(self, args, what, *, netns):
+        if args[0] == "tar" and "b" * 64 in args[-4] + args[-3]:  # unpacking the second layer
+            second_layer.set()
+            await go_on.wait()
+
+    monkeypatch.setattr(store_mod.NodeStore, "_exec", fake_exec)
+    monkeypatch.setattr(store_mod.NodeStore, "_manifest_layers", lambda self, tag: layers)
+    monkeypatch.setattr(store_mod, "blob_path", lambda layout, digest: tmp_path / digest.split(":")[1])
+
+    async def race() -> None:
+        fetch = asyncio.create_task(node.fetch("fn", "reg/fn:1", "fn"))
+        await second_layer.wait()  # the first layer is unpacked, the second in progress
+        reset = asyncio.create_task(node.reset_when_idle(set()))
+        await asyncio.sleep(0.05)
+        go_on.set()
+        await asyncio.gather(fetch, reset)
+
+    asyncio.run(race())
+    for image, digests in node.images.items():
+        assert all(node.layer_dir(d).is_dir() for d in digests), image
+    assert node.images == {}  # the reset came after the fetch: nothing is left registered
