@@ -6,7 +6,16 @@ apache/openwhisk ``docs/actions-new.md`` ("Action Interface"): a web server on p
 error) and ``POST /run`` (``{"value": <parameters>, "namespace", "action_name", "activation_id",
 "deadline", "api_key", ...}``; 200 with the result, a JSON object, or another status with
 ``{"error": ...}``). The handler is built into the image, so ``/init`` carries no code to load:
-it records the action's name and waits until the handler is warm. After each activation the proxy
+it records the action's name and waits until the handler has loaded -- it never runs it (a real
+pod is Ready before its imports finish, so ``/init`` nearly always arrives during the load).
+
+Errors follow upstream's table (apache/openwhisk ``ActivationResult.processRunResponseContent``
+at ef725a6, and the actionloop proxy of openwhisk-runtime-go, ``runHandler.go``): an exception or
+a refused payload in the *handler* is the action's own error -- ``/run`` answers **200** with
+``{"error": ...}`` (statusCode 1, application error; the container stays warm) -- while a failure
+of the *proxy* (not initialised, a body that is not JSON, a result that is not an object, a
+handler that never loaded) is a non-200 (statusCode 2, developer error; the invoker destroys the
+container). After each activation the proxy
 writes OpenWhisk's end-of-activation markers to stdout and stderr, which the invoker's log
 collection waits for (``XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX``).
 
@@ -41,6 +50,7 @@ class Instance(Protocol):
     in_flight: int
 
     async def call(self, overrides: dict[str, Any]) -> tuple[int, Any]: ...
+    async def loaded(self) -> str | None: ...
     async def readyz(self, request: Request) -> Response: ...
     async def healthz(self, request: Request) -> Response: ...
     def _lifespan(self, app: Starlette) -> contextlib.AbstractAsyncContextManager[None]: ...
@@ -78,12 +88,10 @@ class ActionProxy:
         if not isinstance(value, dict):
             return JSONResponse({"error": "init: the body must be {\"value\": {...}}"}, status_code=400)
         self.action = str(value.get("name") or "")
-        ready = await self.instance.readyz(request)  # the handler imported and warmed (or failed)
-        if ready.status_code != 200:
-            status, error = await self.instance.call({})  # waits for the load; names its error if it failed
-            if status != 200:
-                self.action = None
-                return JSONResponse({"error": error.get("error", "the function did not load")}, status_code=502)
+        loaded = await self.instance.loaded()  # waits for the import to settle; never runs the handler
+        if loaded is not None:
+            self.action = None
+            return JSONResponse({"error": f"the function did not load: {loaded}"}, status_code=502)
         return JSONResponse({"ok": True})
 
     async def run(self, request: Request) -> Response:
@@ -102,12 +110,14 @@ class ActionProxy:
             self.instance.in_flight -= 1
             for stream in (sys.stdout, sys.stderr):
                 print(END_MARKER, file=stream, flush=True)
-        if status != 200:
-            return JSONResponse(result, status_code=502)
-        if not isinstance(result, dict):
-            return JSONResponse({"error": "the function's result is not a JSON object"}, status_code=502)
         where = {"node": self.instance.node_name, "pod": self.instance.pod_name, "cold": cold,
                  "activation_id": body.get("activation_id") if body else None}
+        if status == 503:  # the handler never loaded: the container is broken (developer error)
+            return JSONResponse(result, status_code=502)
+        if status != 200:  # the handler refused the payload or raised: the action's error (application error)
+            return JSONResponse({"error": result.get("error", "the action failed"), "scoretune": where})
+        if not isinstance(result, dict):
+            return JSONResponse({"error": "the function's result is not a JSON object"}, status_code=502)
         return JSONResponse({**result, "scoretune": where})
 
 

@@ -277,6 +277,15 @@ class FunctionApp:
         status, result = await self.call(overrides)
         return JSONResponse(result, status_code=status, headers=headers)
 
+    async def loaded(self) -> str | None:
+        """Wait (up to READY_WAIT_S) until the handler's import has settled, without running it:
+        None once it loaded, else why not (OpenWhisk's ``/init``)."""
+        if not self.settled.is_set():
+            await anyio.to_thread.run_sync(self.settled.wait, READY_WAIT_S)
+        if self.handler is not None:
+            return None
+        return repr(self.load_error) if self.load_error is not None else "still loading"
+
     async def call(self, overrides: dict[str, Any]) -> tuple[int, Any]:
         """Run the handler on the spec's payload with ``overrides``: (HTTP status, JSON body), the
         body ``{"error": ...}`` unless 200. Both protocols (Knative's, OpenWhisk's /run) use it."""

@@ -1,8 +1,8 @@
 """The suite's functions as OpenWhisk actions (functions/openwhisk.py): the action proxy protocol of
 apache/openwhisk docs/actions-new.md, checked as its canonical harness
 (tests/.../actionContainers/BasicActionRunnerTests.scala) does: initialise then run, no
-re-initialisation, run before init refused, errors as {"error": ...} with a non-200 status, the
-result a JSON object; plus what scoretune reads: the node, pod and cold start in the result and
+re-initialisation, run before init refused, the action's own errors as 200 with {"error": ...}
+and the proxy's as a non-200 (upstream's table), the result a JSON object; plus what scoretune reads: the node, pod and cold start in the result and
 the end-of-activation log markers."""
 
 from __future__ import annotations
@@ -54,14 +54,81 @@ def test_init_then_runs_return_the_result_with_where_it_ran(capfd):
     assert out.count(END_MARKER) == 2 and err.count(END_MARKER) == 2
 
 
-def test_errors_are_an_error_object_with_a_non_200_status():
+def test_the_actions_own_error_is_200_with_error_and_a_broken_proxy_is_not():
+    """Upstream's table (ActivationResult.processRunResponseContent, ef725a6): the handler refusing
+    its payload is the action's error -- 200 with ``error`` (statusCode 1, the container stays warm),
+    as the actionloop/Python runtime answers; a body the proxy cannot read is not (non-200, a
+    developer error)."""
     with action() as port:
         assert _post(port, "/init", b"not json")[0] == 400
         assert _post(port, "/init", {"value": {"name": "float-ops"}})[0] == 200
         status, body = _post(port, "/run", {"value": ["not", "an", "object"]})
         assert status == 400 and "value" in body["error"]
         status, body = _post(port, "/run", {"value": {"n": "many"}})  # a payload the handler refuses
-        assert status == 502 and set(body) == {"error"}
+        assert status == 200 and set(body) == {"error", "scoretune"} and body["scoretune"]["node"] == "worker-2"
+        assert _post(port, "/run", {"value": {"n": 1000}})[0] == 200  # and the next activation runs
+
+
+class _SlowLoad:
+    """A runtime still importing its handler when /init arrives (a real pod is Ready before that)."""
+
+    node_name, pod_name, served, in_flight = "n", "p", 0, 0
+
+    def __init__(self, error: str | None = None) -> None:
+        import threading
+
+        self.calls = 0
+        self.done = threading.Event()
+        self.error = error
+
+    async def loaded(self) -> str | None:
+        import anyio
+
+        await anyio.to_thread.run_sync(self.done.wait, 30)
+        return self.error
+
+    async def call(self, overrides):
+        self.calls += 1
+        return 200, {"ran": True}
+
+    async def readyz(self, request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({}, status_code=200 if self.done.is_set() else 503)
+
+    async def healthz(self, request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({})
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app):
+        yield
+
+
+@pytest.mark.parametrize("error", [None, "ImportError('numpy')"])
+def test_init_during_a_slow_load_waits_and_never_runs_the_handler(error):
+    """``/init`` arriving while the handler imports waits for the import and answers from it, without
+    calling the handler (the proxy once ran it with the default payload: one extra execution per real
+    cold start); a load that failed is a non-200 /init (developer error)."""
+    import threading
+    import time
+
+    fake = _SlowLoad(error)
+    answer: list[tuple[int, dict]] = []
+    with serving(ActionProxy(fake).app) as port:
+        t = threading.Thread(target=lambda: answer.append(_post(port, "/init", {"value": {"name": "float-ops"}})))
+        t.start()
+        time.sleep(0.3)
+        assert t.is_alive() and not answer  # still waiting for the import
+        fake.done.set()
+        t.join(30)
+    status, body = answer[0]
+    assert fake.calls == 0
+    if error is None:
+        assert (status, body) == (200, {"ok": True})
+    else:
+        assert status == 502 and "did not load" in body["error"] and "numpy" in body["error"]
 
 
 def test_serve_refuses_an_unknown_protocol():

@@ -74,6 +74,19 @@ developer error and its container is destroyed."""
 IDLE_SCAN_S = 1.0
 STATUS = {0: "success", 1: "application error", 2: "action developer error", 3: "whisk internal error"}
 """``response.status`` by ``statusCode`` (apache/openwhisk ActivationResponse.scala)."""
+
+
+def status_code(http_status: int, body: dict[str, Any]) -> int:
+    """An activation's statusCode from the container's ``/run`` answer, as upstream's
+    ``ActivationResult.processRunResponseContent`` (apache/openwhisk ef725a6) decides it: 200
+    without ``error`` is a success (0), 200 with ``error`` the action's own error (1, the
+    container stays warm), any other status, no answer or a timeout a developer error (2, the
+    container is destroyed)."""
+    if http_status == 200:
+        return 1 if "error" in body else 0
+    return 2
+
+
 HTTP_BY_CODE = {0: 200, 1: 502, 2: 502, 3: 500}
 """``Actions.scala``: success 200, application or container (developer) error 502, else 500."""
 def _refused() -> web.Response:
@@ -343,12 +356,7 @@ class WhiskController(LabControl):
             "value": act.params, "namespace": self.ow.namespace, "action_name": action, "activation_id": act.id,
             "deadline": str(int((time.time() + ACTION_TIMEOUT_S) * 1000))})
         end = time.time()
-        if status == 200:
-            code, result = 0, body
-        elif status > 0 and "error" in body:
-            code, result = 1, body  # the action answered with an error object: an application error
-        else:
-            code, result = 2, body  # no valid answer (the container died, or ran out of time)
+        code, result = status_code(status, body), body
         self.pools[inv].done(c, end)
         self._complete(act, code, result, end_s=end)
         if code == 2 and not c.removed:  # a broken container is destroyed (ContainerProxy)

@@ -45,6 +45,7 @@ class FakeLab:
         self.deleted: list[str] = []
         self.resets: list[str] = []
         self.calls: list[str] = []
+        self.run_answers: list[tuple[int, dict[str, Any]]] = []
 
     def agent(self, node: str, fn_url: Callable[[], str]) -> web.Application:
         async def start(request: web.Request) -> web.Response:
@@ -77,6 +78,9 @@ class FakeLab:
 
         async def run(request: web.Request) -> web.Response:
             self.calls.append("run")
+            if self.run_answers:  # (status, body) of the next activations, then the default
+                status, body = self.run_answers.pop(0)
+                return web.json_response(body, status=status)
             return web.json_response({"answer": 42})
 
         app = web.Application()
@@ -178,6 +182,31 @@ def test_openwhisk_answers_with_the_activation_record_behind_its_key(tmp_path):
         assert len(fake.started) == 1
         invokers = await (await client.get("/invokers")).json()
         assert sorted(invokers.values()) == ["up", "up"]
+
+    _with_lab("openwhisk", tmp_path, body)
+
+
+@pytest.mark.parametrize(("answer", "code", "kept"), [
+    ((200, {"answer": 42}), 0, True),
+    ((200, {"error": "ValueError: bad n"}), 1, True),  # the action's own error: the container stays warm
+    ((502, {"error": "the action is not initialised"}), 2, False),  # any other status: destroyed
+    ((500, {}), 2, False),
+])
+def test_an_activations_status_code_is_upstreams_table_and_a_developer_error_destroys_the_container(
+        tmp_path, answer, code, kept):
+    """apache/openwhisk ActivationResult.processRunResponseContent (ef725a6): 200 without error is
+    0, 200 with error is 1, any other status is 2; ContainerProxy destroys the container on 2, so
+    the next activation is a cold start on a new container."""
+    async def body(client: TestClient, fake: FakeLab, state: LabState) -> None:
+        user, key = (state.read_guest_key() or "").split(":")
+        fake.run_answers.append(answer)
+        first = await client.post(f"{ACTION}?blocking=true", json={}, headers=_basic(user, key))
+        record = await first.json()
+        assert record["response"]["statusCode"] == code
+        assert first.status == (200 if code == 0 else 502)
+        again = await (await client.post(f"{ACTION}?blocking=true", json={}, headers=_basic(user, key))).json()
+        assert again["response"]["statusCode"] == 0
+        assert len(fake.started) == (1 if kept else 2)
 
     _with_lab("openwhisk", tmp_path, body)
 
