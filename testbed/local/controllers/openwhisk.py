@@ -10,8 +10,10 @@ processes and wall-clock time, through the REST API a real deployment answers:
   success, 502 for an application or developer error (``statusCode`` 1, 2), 500 for a whisk
   error (3), 503 when no invoker is healthy, 202 with the id when the 60 s blocking wait runs out
   (the activation goes on and is then read with ``GET .../activations/ID``). ``GET
-  .../actions`` lists the suite's actions and ``GET /invokers`` their invokers' health, as the
-  controller's own route does.
+  .../actions`` lists the suite's actions, ``GET .../actions/NAME`` shows one, ``GET
+  .../activations`` lists activations (newest first; ``limit``, ``skip``, ``since``, ``upto``,
+  ``name``, ``docs``), ``GET /api/v1/namespaces`` the key's namespace, and ``GET /invokers`` the
+  invokers' health, as the controller's own routes do; errors are ``{"error", "code"}``.
 - **Controller**: the sharding balancer (:class:`testbed.openwhisk.balancer.Balancer`) picks the
   invoker: home invoker by hash, co-prime steps, memory slots, forced at random when all are full;
   invokers run one per node action pods may use (labelled ``openwhisk-role=invoker``, else every
@@ -89,8 +91,49 @@ def status_code(http_status: int, body: dict[str, Any]) -> int:
 
 HTTP_BY_CODE = {0: 200, 1: 502, 2: 502, 3: 500}
 """``Actions.scala``: success 200, application or container (developer) error 502, else 500."""
+def api_error(status: int, message: str) -> web.Response:
+    """An error as the controller answers it (``ErrorResponse``: the message and the request's
+    transaction id as ``code``; apache/openwhisk ``common/scala/.../http/ErrorResponse.scala``)."""
+    return web.json_response({"error": message, "code": uuid.uuid4().hex}, status=status)
+
+
 def _refused() -> web.Response:
-    return web.json_response({"error": "The supplied authentication is invalid."}, status=401)
+    return api_error(401, "The supplied authentication is invalid.")
+
+
+NOT_FOUND = "The requested resource does not exist."
+LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 30, 200
+"""Activations listed per page by default and at most (``Collection`` defaults; ``limit=0`` is the
+maximum, as ``RestApiCommons.stringToListLimit`` reads it)."""
+
+
+def list_window(query: Any) -> tuple[int, int, int | None, int | None] | str:
+    """``(limit, skip, since, upto)`` of a list request's query, or the 400 message upstream gives
+    (``RestApiCommons.stringToListLimit`` / ``stringToListSkip``, ``Messages``; since and upto are
+    epoch milliseconds)."""
+    def integer(name: str, default: int | None) -> int | None | str:
+        raw = query.get(name)
+        if raw is None:
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            if name in ("since", "upto"):
+                return f"The query parameter '{name}' was malformed:\nParameter is not a valid value for epoch seconds: {raw}"
+            return f"The query parameter '{name}' was malformed:\nThe value '{raw}' is not an integer for activations."
+
+    limit, skip = integer("limit", LIST_LIMIT_DEFAULT), integer("skip", 0)
+    since, upto = integer("since", None), integer("upto", None)
+    for v in (limit, skip, since, upto):
+        if isinstance(v, str):
+            return v
+    assert isinstance(limit, int) and isinstance(skip, int)
+    if not 0 <= limit <= LIST_LIMIT_MAX:
+        return (f"The query parameter 'limit' was malformed:\nThe value '{limit}' is not in the range of 0 to "
+                f"{LIST_LIMIT_MAX} for activations.")
+    if skip < 0:
+        return f"The query parameter 'skip' was malformed:\nThe value '{skip}' is not greater than or equal to 0 for activations."
+    return (limit or LIST_LIMIT_MAX), skip, since, upto  # type: ignore[return-value]
 
 
 @dataclass(eq=False)
@@ -142,6 +185,7 @@ class WhiskController(LabControl):
     # --- state ------------------------------------------------------------------------------
     def _reset_functions(self) -> None:
         ow = self.ow
+        self._started_ms = int(time.time() * 1000)
         self.balancer = Balancer(self.n_invokers, ow.user_memory_mb, managed_fraction=ow.managed_fraction,
                                  blackbox_fraction=ow.blackbox_fraction, controllers=ow.controllers, seed=self.seed)
         self.pools = [ContainerPool(ow.user_memory_mb) for _ in range(self.n_invokers)]
@@ -190,17 +234,17 @@ class WhiskController(LabControl):
         name = request.match_info["action"]
         action = self.actions.get(name)
         if action is None or request.match_info["namespace"] not in ("_", self.ow.namespace):
-            return web.json_response({"error": "The requested resource does not exist."}, status=404)
+            return api_error(404, NOT_FOUND)
         try:
             params = await request.json() if request.can_read_body else {}
         except ValueError:
-            return web.json_response({"error": "The request content was malformed."}, status=400)
+            return api_error(400, "The request content was malformed.")
         if not isinstance(params, dict):
-            return web.json_response({"error": "The request content was malformed."}, status=400)
+            return api_error(400, "The request content was malformed.")
         act = Activation(uuid.uuid4().hex, name, params, time.time(), asyncio.get_running_loop().create_future())
         chosen = self.balancer.publish(self.ow.namespace, name, action.memory_mb, action.concurrency)
         if chosen is None:  # LoadBalancerException: no invoker is healthy
-            return web.json_response({"error": "No invokers available."}, status=503)
+            return api_error(503, "No invokers available.")
         act.invoker = chosen[0]
         self.activations[act.id] = act
         placed = self.pools[act.invoker].run(act, name, action.memory_mb, action.concurrency, act.arrival_s)
@@ -422,6 +466,21 @@ class WhiskController(LabControl):
     def invokers(self) -> dict[str, str]:
         return {f"invoker{i}/{i}": "up" if self.balancer.healthy[i] else "down" for i in range(self.n_invokers)}
 
+    def _action_doc(self, a: Any, *, full: bool) -> dict[str, Any]:
+        """An action as ``GET .../actions[/NAME]`` shows it (``WhiskActionMetaData``; ``exec`` only
+        on the single action): a blackbox action whose image is the suite function's."""
+        doc: dict[str, Any] = {
+            "namespace": self.ow.namespace, "name": a.name, "version": "0.0.1", "publish": False,
+            "annotations": [{"key": "exec", "value": "blackbox"}, {"key": "scoretune.io/function", "value": a.name}],
+            "limits": {"memory": a.memory_mb, "concurrency": a.concurrency, "timeout": int(ACTION_TIMEOUT_S * 1000),
+                       "logs": 10},
+            "updated": self._started_ms,
+        }
+        if full:
+            doc["exec"] = {"kind": "blackbox", "image": f"scoretune/{a.name}", "binary": False}
+            doc["parameters"] = []
+        return doc
+
     def _add_routes(self, routes: web.RouteTableDef) -> None:
         base = "/api/v1/namespaces/{namespace}"
 
@@ -433,11 +492,43 @@ class WhiskController(LabControl):
         async def listing(request: web.Request) -> web.Response:
             if not self._authorised(request):
                 return _refused()
-            return web.json_response([
-                {"namespace": self.ow.namespace, "name": a.name, "version": "0.0.1",
-                 "annotations": [{"key": "exec", "value": "blackbox"}, {"key": "scoretune.io/function", "value": a.name}],
-                 "limits": {"memory": a.memory_mb, "concurrency": a.concurrency, "timeout": int(ACTION_TIMEOUT_S * 1000)}}
-                for a in sorted(self.actions.values(), key=lambda a: a.name)])
+            return web.json_response([self._action_doc(a, full=False)
+                                      for a in sorted(self.actions.values(), key=lambda a: a.name)])
+
+        @routes.get(base + "/actions/{action}")
+        async def get_action(request: web.Request) -> web.Response:
+            if not self._authorised(request):
+                return _refused()
+            a = self.actions.get(request.match_info["action"])
+            return api_error(404, NOT_FOUND) if a is None else web.json_response(self._action_doc(a, full=True))
+
+        @routes.get(base + "/activations")
+        async def activations(request: web.Request) -> web.Response:
+            """Newest first, ``limit``/``skip``/``since``/``upto``/``name``, the result and logs only
+            with ``docs=true`` (``WhiskActivationsApi.list``)."""
+            if not self._authorised(request):
+                return _refused()
+            window = list_window(request.query)
+            if isinstance(window, str):
+                return api_error(400, window)
+            limit, skip, since, upto = window
+            name = request.query.get("name")
+            docs = request.query.get("docs", "false") == "true"
+            records = [a.record for a in self.activations.values() if a.record is not None
+                       and (name is None or a.record["name"] == name)
+                       and (since is None or a.record["start"] >= since) and (upto is None or a.record["start"] <= upto)]
+            records.reverse()  # received last first, so that equal starts keep newest first
+            records.sort(key=lambda r: r["start"], reverse=True)
+            page = records[skip:skip + limit]
+            if not docs:
+                page = [{k: v for k, v in r.items() if k not in ("response", "logs")} for r in page]
+            return web.json_response(page)
+
+        @routes.get("/api/v1/namespaces")
+        async def namespaces(request: web.Request) -> web.Response:
+            if not self._authorised(request):
+                return _refused()
+            return web.json_response([self.ow.namespace])
 
         @routes.get(base + "/activations/{id}")
         async def activation(request: web.Request) -> web.Response:
@@ -445,7 +536,7 @@ class WhiskController(LabControl):
                 return _refused()
             act = self.activations.get(request.match_info["id"])
             if act is None or act.record is None:
-                return web.json_response({"error": "The requested resource does not exist."}, status=404)
+                return api_error(404, NOT_FOUND)
             return web.json_response(act.record)
 
         @routes.get("/invokers")
@@ -453,7 +544,7 @@ class WhiskController(LabControl):
             return web.json_response(self.invokers())
 
     async def ingress(self, request: web.Request) -> web.StreamResponse:
-        return web.json_response({"error": "The requested resource does not exist."}, status=404)
+        return api_error(404, NOT_FOUND)
 
     def _platform_status(self) -> dict[str, Any]:
         instances = [

@@ -186,6 +186,40 @@ def test_openwhisk_answers_with_the_activation_record_behind_its_key(tmp_path):
     _with_lab("openwhisk", tmp_path, body)
 
 
+def test_openwhisk_answers_the_reads_a_wsk_client_makes_first(tmp_path):
+    """GET action, GET activations (newest first; limit/skip/since/name; 400 with upstream's message on
+    a bad limit), GET namespaces, and upstream's error bodies ({error, code}): the calls behind
+    ``wsk action get``, ``wsk activation list`` and ``wsk namespace list``."""
+    async def body(client: TestClient, fake: FakeLab, state: LabState) -> None:
+        user, key = (state.read_guest_key() or "").split(":")
+        auth = _basic(user, key)
+        base = "/api/v1/namespaces/guest"
+        assert await (await client.get("/api/v1/namespaces", headers=auth)).json() == ["guest"]
+        assert (await client.get("/api/v1/namespaces")).status == 401
+        action = await (await client.get(f"{base}/actions/float-ops", headers=auth)).json()
+        assert action["name"] == "float-ops" and action["exec"]["kind"] == "blackbox" and action["limits"]["memory"] > 0
+        missing = await client.get(f"{base}/actions/nope", headers=auth)
+        err = await missing.json()
+        assert missing.status == 404 and err["error"] == "The requested resource does not exist." and err["code"]
+        ids = []
+        for _ in range(3):
+            ids.append((await (await client.post(f"{ACTION}?blocking=true", json={}, headers=auth)).json())["activationId"])
+        listed = await (await client.get(f"{base}/activations", headers=auth)).json()
+        assert [a["activationId"] for a in listed] == ids[::-1]  # newest first
+        assert "response" not in listed[0] and "logs" not in listed[0]
+        full = await (await client.get(f"{base}/activations?docs=true&limit=1&skip=1", headers=auth)).json()
+        assert [a["activationId"] for a in full] == [ids[1]] and full[0]["response"]["statusCode"] == 0
+        assert await (await client.get(f"{base}/activations?name=other", headers=auth)).json() == []
+        later = await (await client.get(f"{base}/activations?since={listed[0]['start'] + 1}", headers=auth)).json()
+        assert later == []
+        bad = await client.get(f"{base}/activations?limit=300", headers=auth)
+        assert bad.status == 400 and (await bad.json())["error"].endswith(
+            "The value '300' is not in the range of 0 to 200 for activations.")
+        assert (await client.get(f"{base}/activations?skip=x", headers=auth)).status == 400
+
+    _with_lab("openwhisk", tmp_path, body)
+
+
 @pytest.mark.parametrize(("answer", "code", "kept"), [
     ((200, {"answer": 42}), 0, True),
     ((200, {"error": "ValueError: bad n"}), 1, True),  # the action's own error: the container stays warm
