@@ -6,6 +6,7 @@ What the lab's own processes add -- real agents, real runtimes, Locust -- is the
 from __future__ import annotations
 
 import asyncio
+import json
 import base64
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -268,3 +269,61 @@ def test_a_port_out_of_range_is_one_line_before_anything_starts(tmp_path, port):
     with pytest.raises(InputError, match=r"field --port: must be a TCP port in 0\.\.65535"):
         labmod.up("lab-small", state_dir=tmp_path / "state", port=port)
     assert LabState(tmp_path / "state").procs() == []
+
+
+OPENWHISK_JS = "openwhisk@3.21.9"
+"""The official JavaScript client (apache/openwhisk-client-js), as `wsk` users script OpenWhisk."""
+
+CLIENT_SCRIPT = """
+const openwhisk = require('openwhisk');
+const [apihost, apiKey] = process.argv.slice(2);
+const ow = openwhisk({apihost, api_key: apiKey, namespace: 'guest'});
+(async () => {
+  const out = {};
+  out.actions = (await ow.actions.list()).map(a => a.name).sort();
+  out.action = (await ow.actions.get({name: 'float-ops'})).name;
+  out.result = await ow.actions.invoke({name: 'float-ops', blocking: true, result: true});
+  const queued = await ow.actions.invoke({name: 'float-ops'});
+  out.queued = typeof queued.activationId;
+  const listed = await ow.activations.list({limit: 5});
+  out.listed = listed.length;
+  out.activation = (await ow.activations.get({name: listed[0].activationId})).activationId === listed[0].activationId;
+  out.namespaces = await ow.namespaces.list();
+  try { await ow.actions.get({name: 'nope'}); out.missing = 'found'; } catch (e) { out.missing = e.statusCode; }
+  console.log(JSON.stringify(out));
+})().catch(e => { console.error(e.message); process.exit(1); });
+"""
+
+
+@pytest.mark.integration
+def test_the_official_javascript_client_drives_the_embedded_openwhisk(tmp_path):
+    """npm's `openwhisk` client against the lab's controller with the guest key: list, get, invoke
+    (blocking with the result, and non-blocking), list and get activations, list namespaces, and a
+    404 for an action that does not exist -- what `wsk action get`, `wsk activation list` and `wsk
+    namespace list` do first."""
+    import shutil
+    import subprocess
+
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("node and npm are not installed")
+    js = tmp_path / "js"
+    js.mkdir()
+    done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(js), OPENWHISK_JS],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (js / "client.js").write_text(CLIENT_SCRIPT)
+
+    async def body(client: TestClient, fake: FakeLab, state: LabState) -> None:
+        key = state.read_guest_key() or ""
+        proc = await asyncio.create_subprocess_exec(
+            "node", str(js / "client.js"), str(client.make_url("")).rstrip("/"), key, cwd=js,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        assert proc.returncode == 0, err.decode()
+        seen = json.loads(out)
+        assert seen["actions"] == sorted(seen["actions"]) and "float-ops" in seen["actions"]
+        assert seen["action"] == "float-ops" and seen["result"] == {"answer": 42}
+        assert seen["queued"] == "string" and seen["listed"] >= 1 and seen["activation"] is True
+        assert seen["namespaces"] == ["guest"] and seen["missing"] == 404
+
+    _with_lab("openwhisk", tmp_path, body)
