@@ -29,7 +29,7 @@ class OpenWhiskConfig:
     namespace: str = "guest"
     """The namespace the actions live in and are invoked from (the guest key's)."""
     idle_timeout_s: float = IDLE_CONTAINER_S
-    """ContainerProxy's ``idle-container`` (10 minutes)."""
+    """ContainerProxy's ``pause-grace`` (10 s) plus ``idle-container`` (10 minutes)."""
     readiness_poll_s: float = 1.0
     """KubernetesClient polls a new pod until it is Ready once a second."""
     pod_start_timeout_s: float = 60.0

@@ -13,8 +13,9 @@ ContainerPool.scala (``receive`` on ``Run``, ``NeedWork``, ``ContainerRemoved``;
 - else the activation waits in the run buffer; the buffer is strictly first in, first out, and
   its head is retried whenever a container frees capacity or is removed.
 
-A container idle for ``idle_timeout_s`` (ContainerProxy's ``idle-container``, 10 minutes) is
-removed. The pool only decides; the caller (the simulator) owns time, pods and execution.
+A container idle for ``idle_timeout_s`` (ContainerProxy's ``pause-grace``, 10 s, then
+``idle-container``, 10 minutes) is removed; the least recently *dispatched* idle ones go first
+when memory is needed. The pool only decides; the caller (the simulator) owns time, pods and execution.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-IDLE_CONTAINER_S = 600.0
-"""``whisk.container-proxy.timeouts.idle-container`` (core/invoker/src/main/resources/application.conf)."""
+PAUSE_GRACE_S = 10.0
+"""``whisk.container-proxy.timeouts.pause-grace`` (core/invoker/src/main/resources/application.conf
+at ef725a6): a warm container is paused this long after its last activation ends..."""
+IDLE_CONTAINER_S = PAUSE_GRACE_S + 600.0
+"""...and removed ``idle-container`` (10 min) after it was paused: 610 s after its last activation."""
 
 
 @dataclass(eq=False)
@@ -39,6 +43,11 @@ class Container:
     """Initialised (``WarmedData``); before that it is starting (``WarmingColdData``)."""
     active: int = 0
     last_used: float = 0.0
+    """When its last activation ended: the idle timer runs from here (``ContainerProxy`` goes
+    ``Ready``, then paused after ``pause-grace``, then removed after ``idle-container``)."""
+    last_dispatch: float = 0.0
+    """When an activation was last dispatched to it: the LRU key of removal (``WarmedData.lastUsed``
+    is set by ``nextRun`` in ``ContainerPool.scala`` at ef725a6)."""
     removed: bool = False
     payload: Any = None
     """The caller's own record of the container (its pod)."""
@@ -84,7 +93,7 @@ class ContainerPool:
         """``remove``: the oldest idle warm containers, until ``memory_mb`` is covered; none when
         the idle ones cannot cover it."""
         idle = sorted((c for c in self.free if c.warm and c.active == 0 and c.last_used <= now),
-                      key=lambda c: (c.last_used, c.seq))
+                      key=lambda c: (c.last_dispatch, c.seq))
         if memory_mb <= 0 or not idle or self._memory(idle) < memory_mb:
             return []
         out: list[Container] = []
@@ -111,9 +120,10 @@ class ContainerPool:
             return Placement(self._new(action, memory_mb, max_concurrent), "recreated", victims)
         return None
 
-    def _take(self, placement: Placement) -> None:
+    def _take(self, placement: Placement, now: float) -> None:
         c = placement.container
         c.active += 1
+        c.last_dispatch = now
         if not c.has_capacity() and c in self.free:
             self.free.remove(c)
             self.busy.append(c)
@@ -134,7 +144,7 @@ class ContainerPool:
         if placement is None:
             self.buffer.append((job, action, memory_mb, max_concurrent))
             return None
-        self._take(placement)
+        self._take(placement, now)
         return placement
 
     def drain_buffer(self, now: float) -> list[tuple[Any, Placement]]:
@@ -146,7 +156,7 @@ class ContainerPool:
             if placement is None:
                 break
             self.buffer.popleft()
-            self._take(placement)
+            self._take(placement, now)
             out.append((job, placement))
         return out
 

@@ -25,15 +25,18 @@ def test_a_starting_container_takes_more_work_only_with_spare_concurrency() -> N
     assert third is not None and third.state == "cold" and third.container is not c.container
 
 
-def test_least_recently_used_idle_containers_are_removed_to_make_room() -> None:
+def test_least_recently_dispatched_idle_containers_are_removed_to_make_room() -> None:
+    """The LRU key is when a container was last given work (``WarmedData.lastUsed`` set by
+    ``nextRun``, ContainerPool.scala at ef725a6), not when that work ended: ``a`` was dispatched
+    first and ran longer, so it goes though it ended last."""
     pool = ContainerPool(256)
     a = pool.run("r1", "a", 128, 1, now=0.0).container
-    b = pool.run("r2", "b", 128, 1, now=0.0).container
+    b = pool.run("r2", "b", 128, 1, now=1.0).container
     pool.done(a, now=5.0)
-    pool.done(b, now=3.0)  # b is the older idle one
+    pool.done(b, now=3.0)
     placed = pool.run("r3", "c", 128, 1, now=6.0)
-    assert placed is not None and placed.state == "recreated" and placed.removed == [b]
-    assert b.removed and not a.removed
+    assert placed is not None and placed.state == "recreated" and placed.removed == [a]
+    assert a.removed and not b.removed
 
 
 def test_no_room_buffers_first_in_first_out() -> None:
@@ -60,7 +63,7 @@ def test_busy_memory_caps_the_pool() -> None:
 def test_idle_containers_expire_after_the_timeout_only() -> None:
     pool = ContainerPool(512)
     c = pool.run("r1", "a", 128, 1, now=0.0).container
-    pool.done(c, now=10.0)
-    assert not pool.expire(c, now=609.0)
-    assert pool.expire(c, now=610.0)
+    pool.done(c, now=10.0)  # pause-grace 10 s, then idle-container 10 min: 610 s after the run ended
+    assert not pool.expire(c, now=619.0)
+    assert pool.expire(c, now=620.0)
     assert c.removed and pool.containers() == []

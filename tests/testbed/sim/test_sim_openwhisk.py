@@ -94,12 +94,12 @@ def test_same_inputs_same_run(small_cluster, small_specs, run) -> None:
 def test_warm_reuse_then_cold_again_after_the_idle_timeout() -> None:
     spec = make_spec("a", cc=1, cpu_mean=0.1, start_s=0.5, init_s=0.5)
     cluster = make_cluster([{"name": "n", "count": 1, "cpu": "2", "memory": "4Gi", "images": ["registry.example/a:1"]}])
-    wl = make_workload([0.0, 5.0, 5.0 + 600.0 + 10.0], ["a", "a", "a"])
+    wl = make_workload([0.0, 5.0, 5.0 + 610.0 + 10.0], ["a", "a", "a"])
     out = simulate(cluster, wl, None, functions={"a": spec}, config=ow())
     assert out.cold.tolist() == [True, False, True]
     assert out.pod_uid[0] == out.pod_uid[1] != out.pod_uid[2]
     first = out.pods[0]
-    assert first.deleted_s == pytest.approx(out.finish_s[1] - 0.005 + 600.0)
+    assert first.deleted_s == pytest.approx(out.finish_s[1] - 0.005 + 610.0)  # pause-grace 10 s + idle 10 min
     # cold: 5 ms dispatch, 0.1 s pod creation, start 0.5 s seen at the next 1 s poll, init 0.5 s, work 0.1 s, 5 ms ack
     assert out.finish_s[0] - out.arrival_s[0] == pytest.approx(0.005 + 1.0 + 0.5 + 0.1 + 0.005)
     assert out.finish_s[1] - out.arrival_s[1] == pytest.approx(0.005 + 0.1 + 0.005)
