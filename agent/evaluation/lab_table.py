@@ -161,6 +161,7 @@ def experiment_row(directory: Path) -> dict[str, Any]:
         "applied_pct": float(np.mean(pairs)) if applied else 0.0,
         "pairs": pairs,
         "verdict": s.get("verdict"), "applied_label": s.get("applied_label"),
+        "platform": str(cfg.get("platform") or "knative"), "runtime": str(cfg.get("runtime") or "process"),
     }
 
 
