@@ -294,9 +294,8 @@ def compare_command(
     from agent.cli.options import argv_tail
     from agent.evaluation.compare import by_task, compare
     from agent.evaluation.scoring import score
-    from agent.formatting import format_ci
     from agent.evaluation.tables import read_results
-    from agent.formatting import md_table
+    from agent.formatting import format_ci, md_table
     from functions.atomic import write_atomic
 
     rows_in = read_results(results)

@@ -6,8 +6,8 @@ What the lab's own processes add -- real agents, real runtimes, Locust -- is the
 from __future__ import annotations
 
 import asyncio
-import json
 import base64
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any

@@ -125,6 +125,30 @@ def test_the_cell_check_names_what_node_speed_times_work_cannot_explain() -> Non
     assert cell_check([("a", "n1", 0.5, 100.0, 1.0), ("a", "n2", 0.1, 100.0, 1.0)]) is None  # one function
 
 
+def test_mismatch_none_is_the_scenario_and_levels_are_checked(specs, workload) -> None:
+    cluster = _cluster()
+    t = perturb(cluster, specs, level("none"), seed=3)
+    assert t.cluster == cluster and t.config == SimConfig()
+    with pytest.raises(ConfigError, match="unknown mismatch level 'bogus'"):
+        level("bogus")
+    a = perturb(cluster, specs, LEVELS["default"], seed=3)
+    b = perturb(cluster, specs, LEVELS["default"], seed=3)
+    assert a == b  # fixed by the seed before any method runs
+    assert a.cluster != cluster and a.config.interference > 0 and len(a.config.extra_latency_s) == 4
+
+
+def test_structural_mechanisms_slow_the_truth(specs, workload) -> None:
+    cluster = _cluster()
+    base = evaluate(cluster, workload, default_profile(), seed=0, functions=specs)["latency_mean_s"]
+    for change in ({"interference": 0.5}, {"load_slowdown": 1.0}):
+        cfg = dataclasses.replace(SimConfig(), **change)
+        slowed = evaluate(cluster, workload, default_profile(), seed=0, functions=specs, config=cfg)["latency_mean_s"]
+        assert slowed > base * 1.02, change
+    cfg = dataclasses.replace(SimConfig(), extra_latency_s=tuple((n.name, 0.05) for n in cluster.nodes))
+    delayed = evaluate(cluster, workload, default_profile(), seed=0, functions=specs, config=cfg)
+    assert delayed["latency_mean_s"] == pytest.approx(base + 0.05)  # the network delay, added and nothing else
+
+
 def _on_node(summary, node):
     return summary["where"]["nodes"][node]
 
