@@ -396,6 +396,7 @@ class KubeBackend(SchedulerRollout, ImageCacheReset):
         out_dir = Path(out_dir)
         info: dict[str, Any] = {
             "backend": self.name,
+            "platform": str(self.platform),
             "seed": seed,
             "scheduler": {"name": self.settings.scheduler_name, "config_hash": self._digest},
             "namespace": self.namespace,

@@ -367,6 +367,7 @@ def test_run_replays_and_records_placements(fake, backend, tmp_path):
     assert pl["image_pull_s"].tolist() == [1.234, 0.85]  # the user container's pull, not queue-proxy's
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["backend"] == "kube" and summary["seed"] == 7 and summary["failed"] is False
+    assert summary["platform"] == "knative"  # named at the top level, as every backend names it
     assert summary["scheduler"]["config_hash"] == config_hash(_text(BINPACK))
     assert set(summary["profile"]) == {"scheduler_name", "weights", "config"}  # the shape of every backend
     assert summary["profile"] == profile_record(BINPACK) and summary["profile"]["weights"]["NodeResourcesFit"] == 5

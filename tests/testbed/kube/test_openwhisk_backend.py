@@ -101,6 +101,7 @@ def test_a_run_goes_through_openwhisk_and_records_the_action_pods(lab, tmp_path)
         b.close()
     s = result.summary
     assert not s["failed"], s.get("failure")
+    assert s["platform"] == "openwhisk"
     assert s["openwhisk"]["other_action_pods"] == [
         {"pod": health["metadata"]["name"], "node": fake.nodes[0], "memory": "256Mi"}]
     assert s["ok"] == 10 and s["cold_starts"] == 2 and whisk.invocations == 10
