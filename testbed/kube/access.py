@@ -50,10 +50,12 @@ def scheduler_rules(name: str) -> list[dict[str, Any]]:
 
 def function_rules() -> list[dict[str, Any]]:
     """In the functions' namespace: their Knative Services and Revisions (read), their pods (watched
-    for the placements during a run)."""
+    for the placements during a run) and the kubelets' events about them (listed once after a run:
+    the image-pull times of the ``Pulled`` events, testbed.kube.pulls)."""
     return [
         _rule(["serving.knative.dev"], ["services", "revisions"], ["get", "list"]),
         _rule([""], ["pods"], ["watch"]),
+        _rule([""], ["events"], ["list"]),
     ]
 
 
@@ -75,9 +77,11 @@ def openwhisk_rules(release: str = "owdev") -> list[dict[str, Any]]:
     """In OpenWhisk's namespace (testbed.kube.openwhisk_backend): the action pods (watched for the
     placements), the invoker StatefulSet (read, patched to restart the invokers before every
     step), the controller's StatefulSet (read: its invocation limits) and the controller's
-    ``/invokers`` through the service proxy (read)."""
+    ``/invokers`` through the service proxy (read), and the kubelets' events (listed after a run:
+    the action pods' image-pull times)."""
     return [
         _rule([""], ["pods"], ["watch"]),
+        _rule([""], ["events"], ["list"]),
         _rule(["apps"], ["statefulsets"], ["get"], [f"{release}-invoker", f"{release}-controller"]),
         _rule(["apps"], ["statefulsets"], ["patch"], [f"{release}-invoker"]),
         _rule([""], ["services/proxy"], ["get"], [f"{release}-controller:http"]),
