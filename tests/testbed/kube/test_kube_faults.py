@@ -16,7 +16,7 @@ from kubernetes import client
 from agent.actions import ActionCodec
 from agent.loop.config import ExperimentConfig
 from agent.loop.experiment import Experiment
-from agent.stats import run_health
+from agent.stats import HealthBounds, run_health
 from agent.tuners.factory import make_tuner
 from loadgen.workload import make_workload
 from testbed.errors import TestbedError
@@ -176,7 +176,9 @@ def test_the_tuning_loop_reruns_a_void_run_and_logs_why(fake, tmp_path):
     backend = make_backend(fake, fault_poll_s=0.1)
     fake.on_first_request = fake.restart_scheduler
     fake.drain_after = 1
-    cfg = ExperimentConfig(method="random", backend="kube", cluster="", workload="faults", steps=1, max_reruns=2)
+    # the load generator's own health is not under test: a slow machine must not void the rerun
+    cfg = ExperimentConfig(method="random", backend="kube", cluster="", workload="faults", steps=1, max_reruns=2,
+                           health=HealthBounds(max_dispatch_lag_p99_s=1e9, max_late_share=1.0))
     codec = ActionCodec()
     exp = Experiment(cfg, backend, _workload(), make_tuner("random", codec, seed=0), tmp_path)
     metric, facts, voided = exp._measure(codec.reference(), tmp_path / "runs" / "ref-0", seed=0)
