@@ -288,6 +288,8 @@ def compare_command(
     results: Path = typer.Argument(..., help="An evaluation's output directory (results.csv)."),
     method: str = typer.Option("twin", help="The method compared with every other."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Also write the table here (Markdown)."),
+    against_dir: Path | None = typer.Option(None, "--against", help="Another evaluation of the same tasks: "
+                                            "METHOD there against METHOD here, paired by task (a change of the method)."),
 ) -> None:
     """METHOD against every other method at T = 1, 2, 3, 5, 10: gap closed minus the other's, paired
     by task with a 95 % interval over tasks, and the share of the other's regret it removes."""
@@ -300,6 +302,23 @@ def compare_command(
 
     rows_in = read_results(results)
     scored = score(rows_in.to_dict("records"), int(rows_in["budget"].max()))  # the oracle, as evaluate scored it
+    if against_dir is not None:
+        from agent.evaluation.compare import against
+
+        other_in = read_results(against_dir)
+        other = score(other_in.to_dict("records"), int(other_in["budget"].max()))
+        vs = against(scored, other, method)
+        text = md_table(["T", "tasks", f"{method} here, gap %", f"{method} in {against_dir.name}, gap %",
+                         "difference (pp, 95 % CI over tasks)"],
+                        [(r.T, r.tasks, f"{100 * r.gap:.1f}", f"{100 * r.other_gap:.1f}",
+                          f"{100 * r.difference:+.1f} [{100 * (r.low if r.low is not None else r.difference):+.1f}, "
+                          f"{100 * (r.high if r.high is not None else r.difference):+.1f}]")
+                         for r in vs.itertuples(index=False)])
+        console.print(text, markup=False, highlight=False)
+        if out is not None:
+            command = "scoretune twin compare " + " ".join(argv_tail("compare"))
+            write_atomic(out, f"Command: `{command}`\n\n{text}\n")
+        return
     table = compare(scored, method)
     rows = [(r.other, r.T, r.tasks, f"{100 * r.gap:.0f}", f"{100 * r.other_gap:.0f}",
              f"{100 * r.difference:+.1f} [{100 * r.low:+.1f}, {100 * r.high:+.1f}]", f"{100 * r.regret_cut:+.0f}")

@@ -88,3 +88,27 @@ def by_task(frame: pd.DataFrame, budgets: Sequence[int] = BUDGETS) -> pd.DataFra
             rows.append(row)
     return pd.DataFrame(rows)
 
+
+def against(new: pd.DataFrame, old: pd.DataFrame, method: str, budgets: Sequence[int] = BUDGETS) -> pd.DataFrame:
+    """``method`` in two evaluations of the same tasks (a change of the method): per budget its gap
+    closed in each against one oracle per task (the better of the two), on the (task, seed) pairs
+    both ran, and the difference paired by task with a 95 % interval over tasks."""
+    keys = ["scenario", "seed"]
+    # one oracle per task for both: the better of the two evaluations' (each also saw other runs)
+    oracle = pd.concat([new, old]).groupby("scenario")["oracle"].min()
+    new, old = (f.assign(oracle=f["scenario"].map(oracle)) for f in (new, old))
+    a = new[new["method"] == method].set_index(keys)
+    b = old[old["method"] == method].set_index(keys)
+    common = a.index.intersection(b.index)
+    if not len(common):
+        raise AgentError(f"method {method!r}: the two evaluations share no (task, seed)")
+    ga = gap_by_budget(a.loc[common].reset_index(), budgets).groupby(["budget", "scenario"])["gap"].mean()
+    gb = gap_by_budget(b.loc[common].reset_index(), budgets).groupby(["budget", "scenario"])["gap"].mean()
+    rows = []
+    for t in sorted(set(ga.index.get_level_values(0))):
+        d = (ga.loc[t] - gb.loc[t]).to_numpy()
+        ci = mean_ci(d)
+        rows.append({"T": int(t), "tasks": len(d), "gap": float(ga.loc[t].mean()), "other_gap": float(gb.loc[t].mean()),
+                     "difference": ci.mean, "low": ci.low, "high": ci.high})
+    return pd.DataFrame(rows)
+

@@ -287,3 +287,24 @@ def test_the_trust_bounds_are_the_committed_validation_study() -> None:
     study = json.loads((Path(__file__).resolve().parents[2] / "docs/results/twin/trust/bounds.json").read_text())
     assert twin_module.CHANGE_BOUND == pytest.approx(study["change"], abs=5e-4)
     assert twin_module.CELL_BOUND == pytest.approx(study["cell"], abs=5e-4)
+
+
+def test_against_pairs_one_method_across_two_evaluations_with_one_oracle() -> None:
+    """``twin compare NEW --against OLD``: the same method before and after a change, on the (task,
+    seed) pairs both ran, scored against the better of the two oracles (an evaluation that ran
+    more methods found a lower one): here the new twin closes 0.5 of the common gap, the old 0.25."""
+    from agent.evaluation.compare import against
+
+    def frame(metrics_by_task, oracle):
+        rows = [{"method": "twin", "scenario": t, "seed": 0, "metrics": m, "true_reference": m[0], "oracle": oracle[t],
+                 "truth_seeds": 1} for t, m in metrics_by_task.items()]
+        f = pd.DataFrame(rows)
+        f.attrs["exact"] = True
+        return f
+
+    new = frame({"a": [10.0, 7.5], "b": [4.0, 3.0]}, {"a": 6.0, "b": 2.0})
+    old = frame({"a": [10.0, 8.75], "b": [4.0, 3.5], "c": [1.0, 1.0]}, {"a": 5.0, "b": 2.0, "c": 1.0})
+    table = against(new, old, "twin", budgets=(1,))
+    row = table.iloc[0]
+    assert row["tasks"] == 2 and row["gap"] == pytest.approx(0.5) and row["other_gap"] == pytest.approx(0.25)
+    assert row["difference"] == pytest.approx(0.25)
