@@ -75,6 +75,22 @@ def fit_command(
     console.print(f"wrote {out} (load it with `scoretune sim run --cluster {out}`)")
 
 
+def _study_args(scenarios: str, levels: str, out: Path) -> tuple[list[str], list[str]]:
+    """The scenario and mismatch-level lists of a study command, each checked (one line naming what
+    is wrong), and its report directory."""
+    from testbed.sim.mismatch import level
+
+    names = [s for s in scenarios.split(",") if s]
+    lvls = [x for x in levels.split(",") if x]
+    for lvl in lvls:
+        level(lvl)
+    if not names:
+        raise AgentError("--scenarios: no scenario named")
+    if out.exists() and not out.is_dir():
+        raise AgentError(f"{out}: not a directory (--out names the report directory)")
+    return names, lvls
+
+
 @twin_app.command("mismatch")
 def mismatch_command(
     scenarios: str = typer.Option(..., help="Comma-separated scenario names (gensmall-N, gen-N, library names)."),
@@ -87,16 +103,8 @@ def mismatch_command(
     from agent.evaluation.mismatch import level_summary, mismatch_table
     from agent.formatting import md_table
     from functions.atomic import write_atomic
-    from testbed.sim.mismatch import level
 
-    names = [s for s in scenarios.split(",") if s]
-    lvls = [x for x in levels.split(",") if x]
-    for lvl in lvls:
-        level(lvl)
-    if not names:
-        raise AgentError("--scenarios: no scenario named")
-    if out.exists() and not out.is_dir():
-        raise AgentError(f"{out}: not a directory (--out names the report directory)")
+    names, lvls = _study_args(scenarios, levels, out)
     table = mismatch_table(names, lvls)
     summary = level_summary(table)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,18 +134,10 @@ def trust_command(
     from agent.evaluation.trust import bounds, rescore, summary, trust_table
     from agent.formatting import md_table
     from functions.atomic import write_atomic
-    from testbed.sim.mismatch import level
 
-    names = [s for s in scenarios.split(",") if s]
-    lvls = [x for x in levels.split(",") if x]
-    for lvl in lvls:
-        level(lvl)
-    if not names:
-        raise AgentError("--scenarios: no scenario named")
+    names, lvls = _study_args(scenarios, levels, out)
     if "default" not in lvls:
         raise AgentError("--levels: the bounds are chosen at 'default'; name it")
-    if out.exists() and not out.is_dir():
-        raise AgentError(f"{out}: not a directory (--out names the report directory)")
     if rescore_only:
         import pandas as pd
 
