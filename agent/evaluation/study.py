@@ -110,6 +110,9 @@ class Protocol:
         level(self.mismatch)  # an unknown level is one line naming it
         if self.view not in VIEWS:
             raise AgentError(f"--view {self.view!r}: valid: {', '.join(VIEWS)}")
+        if level(self.mismatch).structure is not None and str(self.platform) != str(DEFAULT_PLATFORM):
+            raise AgentError(f"--mismatch {self.mismatch}: the structural levels are modelled in the Knative "
+                             "simulation only (--platform knative)")
         try:
             object.__setattr__(self, "platform", parse_platform(self.platform))
         except InputError as err:

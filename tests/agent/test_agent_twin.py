@@ -308,3 +308,9 @@ def test_against_pairs_one_method_across_two_evaluations_with_one_oracle() -> No
     row = table.iloc[0]
     assert row["tasks"] == 2 and row["gap"] == pytest.approx(0.5) and row["other_gap"] == pytest.approx(0.25)
     assert row["difference"] == pytest.approx(0.25)
+
+
+def test_structural_levels_on_openwhisk_are_refused_before_anything_runs() -> None:
+    with pytest.raises(AgentError, match="--mismatch structural: the structural levels are modelled in the Knative"):
+        Protocol(steps=1, mismatch="structural", platform="openwhisk").check()
+    Protocol(steps=1, mismatch="structural").check()  # Knative: fine
