@@ -67,8 +67,6 @@ same study's 95th percentile (over the 38 % of runs with a cell it can check).""
 RECENT = 3
 """The trust rule reads the mean miss of the twin's last this many out-of-sample predictions: one
 good guess does not undo a run of bad ones, and an early miss is forgotten after this many runs."""
-WARM_TOP = 3
-"""``gp-twin-warm``: the twin's best profiles measured first, then GP-BO over the pool."""
 
 
 def change_miss(predicted: float, measured: float) -> float:
@@ -147,7 +145,8 @@ class TwinTuner:
         self.actions.append(a)
         self.metrics.append(float(metric))
         where, self._where = self._where, None
-        if where and where.get("nodes") and self.fit_enabled:
+        fitted = bool(where and where.get("nodes") and self.fit_enabled)
+        if fitted:
             self.observations.append(Observation(self.codec.decode(a).to_profile(), float(metric), where))
             t0 = time.perf_counter()
             fit = self.twin.fit(self.observations)
@@ -161,7 +160,7 @@ class TwinTuner:
                               "seconds": time.perf_counter() - t0})
             self.last_fit = fit
         self._judge()
-        if self.fits and self.fits[-1].get("runs") is not None and where and self.fit_enabled:
+        if fitted:
             self.fits[-1].update(trusted=self.trust_log[-1]["trusted"], reasons=self.trust_log[-1]["reasons"])
 
     # ------------------------------------------------------------------------------------ trust

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -393,18 +393,24 @@ def _additive(table: Mapping[tuple[str, str], tuple[float, float]], fn: str, nod
     return a[fn] - b[node]
 
 
+def _groups(cells: Iterable[tuple[str, str]]) -> list[tuple[set[str], set[str]]]:
+    """The (functions, nodes) groups linked by (function, node) cells: within one, node speeds and
+    function work are read against each other; across two, they are confounded."""
+    groups: list[tuple[set[str], set[str]]] = []
+    for fn, node in cells:
+        joined = [g for g in groups if fn in g[0] or node in g[1]]
+        merged = ({fn}, {node})
+        for g in joined:
+            merged[0].update(g[0])
+            merged[1].update(g[1])
+            groups.remove(g)
+        groups.append(merged)
+    return groups
+
+
 def _connected(table: Mapping[tuple[str, str], Any], fn: str, node: str) -> bool:
     """Whether function ``fn`` and node ``node`` are linked by a path of cells (f, n) of ``table``."""
-    seen_f, seen_n = {fn}, set()
-    frontier = True
-    while frontier:
-        frontier = False
-        for f, n in table:
-            if (f in seen_f) != (n in seen_n):
-                seen_f.add(f)
-                seen_n.add(n)
-                frontier = True
-    return node in seen_n
+    return any(fn in fns and node in nodes for fns, nodes in _groups(table))
 
 
 @dataclass(frozen=True)
@@ -454,16 +460,7 @@ def identification(view: ClusterSpec, specs: Mapping[str, FunctionSpec], used: S
                 pulled.add(node)
     cells = {k: s / w for k, (s, w) in cpu.items()}
     # the largest group of nodes linked through shared functions fixes the speeds' common scale
-    groups: list[tuple[set[str], set[str]]] = []
-    for fn, node in cells:
-        joined = [g for g in groups if fn in g[0] or node in g[1]]
-        merged = ({fn}, {node})
-        for g in joined:
-            merged[0].update(g[0])
-            merged[1].update(g[1])
-            groups.remove(g)
-        groups.append(merged)
-    main = max(groups, key=lambda g: (len(g[1]), len(g[0])), default=(set(), set()))
+    main = max(_groups(cells), key=lambda g: (len(g[1]), len(g[0])), default=(set(), set()))
     speed, work = {}, {}
     for n in view.nodes:
         sizes = [c for (f, node), c in cells.items() if node == n.name]
