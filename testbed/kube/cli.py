@@ -154,14 +154,16 @@ def openwhisk_actions_cmd(
     ca: str | None = typer.Option(None, "--ca", help="CA bundle of the API's certificate (default: not verified, "
                                   "the chart's nginx serves a self-signed one)."),
 ) -> None:
-    """Create or replace one OpenWhisk action per function (its image, memory, concurrency) and
-    print each action's version as JSON (what ansible/openwhisk.yml records)."""
+    """Create or replace one OpenWhisk action per function (its image, memory, concurrency, a log
+    limit of 0) and print each action's version and limits as JSON (what ansible/openwhisk.yml
+    records)."""
     import json
 
     from testbed.kube.openwhisk import deploy_actions, read_openwhisk_key
 
-    versions = deploy_actions(api, read_openwhisk_key(str(auth)), _specs(functions), verify=ca or False)
-    typer.echo(json.dumps({"changed": True, "actions": versions}, sort_keys=True))
+    deployed = deploy_actions(api, read_openwhisk_key(str(auth)), _specs(functions), verify=ca or False)
+    typer.echo(json.dumps({"changed": True, "actions": {fn: a["version"] for fn, a in deployed.items()},
+                           "limits": {fn: a["limits"] for fn, a in deployed.items()}}, sort_keys=True))
 
 
 @app.command("openwhisk-runtimes")

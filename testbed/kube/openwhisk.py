@@ -5,9 +5,9 @@ protocol, :mod:`functions.openwhisk`), created or replaced with ``PUT
 /api/v1/namespaces/_/actions/NAME?overwrite=true`` (apache/openwhisk docs/rest_api.md) with the
 spec's memory limit, a timeout and the spec's container concurrency (OpenWhisk's limits:
 ``memory`` in MB, ``timeout`` in ms, ``concurrency`` activations per container, 1 when the spec
-says 0 = unlimited, which OpenWhisk does not have). The action's ``version`` the controller answers
-is its revision: recorded per experiment so two experiments can tell whether they ran the same
-action.
+says 0 = unlimited, which OpenWhisk does not have) and a log limit of 0 (:data:`ACTION_LOG_LIMIT_MB`).
+The action's ``version`` the controller answers is its revision, recorded per experiment with the
+limits the controller stored, so two experiments can tell whether they ran the same action.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from functions.openwhisk_action import action_concurrency, action_memory_mb
+from functions.openwhisk_action import ACTION_LOG_LIMIT_MB, action_concurrency, action_memory_mb
 from testbed.errors import TestbedError
 
 
@@ -25,23 +25,23 @@ def action_body(spec: Any, *, timeout_s: float = 60.0) -> dict[str, Any]:
     return {
         "exec": {"kind": "blackbox", "image": spec.image},
         "limits": {"memory": action_memory_mb(spec), "timeout": int(timeout_s * 1000),
-                   "concurrency": action_concurrency(spec)},
+                   "concurrency": action_concurrency(spec), "logs": ACTION_LOG_LIMIT_MB},
         "annotations": [{"key": "scoretune.io/function", "value": spec.name}],
     }
 
 
 def deploy_actions(api_url: str, auth: str, specs: Sequence[Any], *, timeout_s: float = 60.0,
-                   verify: bool | str = True, session: Any = None) -> dict[str, str]:
-    """Create or replace one action per spec; returns ``{function: version}``. Any refusal (a
-    refused key, a limit outside the deployment's bounds) is one TestbedError naming the action
-    and the controller's own message."""
+                   verify: bool | str = True, session: Any = None) -> dict[str, dict[str, Any]]:
+    """Create or replace one action per spec; returns ``{function: {"version", "limits"}}`` as the
+    controller stored them. Any refusal (a refused key, a limit outside the deployment's bounds) is
+    one TestbedError naming the action and the controller's own message."""
     import requests
 
     if ":" not in auth:
         raise TestbedError("the OpenWhisk key must be UUID:KEY (.lab/openwhisk/auth.guest)")
     user, _, key = auth.partition(":")
     http = session or requests.Session()
-    versions: dict[str, str] = {}
+    deployed: dict[str, dict[str, Any]] = {}
     for spec in specs:
         url = f"{api_url.rstrip('/')}/api/v1/namespaces/_/actions/{spec.name}"
         try:
@@ -56,8 +56,29 @@ def deploy_actions(api_url: str, auth: str, specs: Sequence[Any], *, timeout_s: 
                 why = answer.text
             raise TestbedError(f"OpenWhisk at {api_url}: creating action {spec.name} failed: "
                                f"HTTP {answer.status_code}: {str(why).strip()[:300]}")
-        versions[spec.name] = str(answer.json().get("version", ""))
-    return versions
+        deployed[spec.name] = action_record(answer.json())
+    return deployed
+
+
+def action_record(doc: Any) -> dict[str, Any]:
+    """What an experiment records of an action as the controller answers it: its ``version`` and
+    its ``limits`` (memory, timeout, concurrency, logs)."""
+    doc = doc if isinstance(doc, dict) else {}
+    limits = doc.get("limits") if isinstance(doc.get("limits"), dict) else {}
+    return {"version": str(doc.get("version", "")), "limits": dict(limits)}
+
+
+def log_collection_warning(name: str, record: dict[str, Any]) -> str | None:
+    """One line when an action's log limit is not 0 (its logs are read through kube-apiserver
+    after every activation, :data:`ACTION_LOG_LIMIT_MB`), else None. A controller that answers no
+    ``limits.logs`` applies the chart's default (10 MB), so a missing value warns too."""
+    logs = record.get("limits", {}).get("logs")
+    if logs == ACTION_LOG_LIMIT_MB:
+        return None
+    shown = "the deployment's default" if logs is None else f"{logs} MB"
+    return (f"OpenWhisk action {name} keeps a log limit of {shown}: the invoker reads every activation's logs "
+            "through kube-apiserver before freeing its slot; redeploy the actions with `scoretune kube "
+            "openwhisk-actions` (limits.logs 0)")
 
 
 def read_openwhisk_key(path: str) -> str:
@@ -138,5 +159,6 @@ def write_stem_cell_free_runtimes(chart_dir: str) -> tuple[str, list[str]]:
     return str(target), removed
 
 
-__all__ = ["PUBLISHED_GUEST_UUID", "STEM_CELL_FREE_RUNTIMES", "action_body", "deploy_actions", "read_openwhisk_key",
+__all__ = ["ACTION_LOG_LIMIT_MB", "PUBLISHED_GUEST_UUID", "STEM_CELL_FREE_RUNTIMES", "action_body", "action_record",
+           "deploy_actions", "log_collection_warning", "read_openwhisk_key",
            "without_stem_cells", "write_stem_cell_free_runtimes"]

@@ -41,6 +41,7 @@ from testbed.errors import InputError, LabFault, TestbedError
 from testbed.kube.backend import KubeBackend
 from testbed.kube.images import FunctionImage, normalize
 from testbed.kube.nodes import get_path as _get
+from testbed.kube.openwhisk import action_record, log_collection_warning
 from testbed.kube.watch import PodWatch
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,9 @@ class OpenWhiskBackend(KubeBackend):
         self._images: dict[str, str] = {}
         self._by_image: dict[str, str] = {}
         """Normalised image -> function (how an action pod is known as one of ours)."""
+        self._actions: dict[str, dict[str, Any]] = {}
+        """Function -> the action's version and limits as the controller answered them (recorded
+        in every run's summary: two experiments ran the same actions only if these agree)."""
         self._limits_checked = False
 
     # --- OpenWhisk's REST API -----------------------------------------------------------------
@@ -147,6 +151,10 @@ class OpenWhiskBackend(KubeBackend):
                 if not image:
                     raise TestbedError(f"OpenWhisk action {name} is not a blackbox action of the suite's image")
                 self._images[name] = image
+                self._actions[name] = action_record(action)
+                warning = log_collection_warning(name, self._actions[name])
+                if warning:
+                    log.warning(warning)
         self._by_image = {normalize(img): fn for fn, img in self._images.items()}
         return names
 
@@ -303,7 +311,8 @@ class OpenWhiskBackend(KubeBackend):
             memory = next((_get(c, "resources", "requests", "memory") for c in _get(p, "spec", "containers") or []
                            if _get(c, "resources", "requests", "memory")), None)
             others.append({"pod": p.metadata.name, "node": _get(p, "spec", "node_name"), "memory": memory})
-        return {"openwhisk": {"api": self.api_url, "other_action_pods": sorted(others, key=lambda o: o["pod"])}}
+        return {"openwhisk": {"api": self.api_url, "other_action_pods": sorted(others, key=lambda o: o["pod"]),
+                              "actions": {fn: self._actions[fn] for fn in sorted(functions) if fn in self._actions}}}
 
     def _run_faults(self, requests: pd.DataFrame) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []

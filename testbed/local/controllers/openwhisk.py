@@ -51,6 +51,7 @@ from typing import Any
 from aiohttp import ClientError, ClientTimeout, web
 
 from functions.openwhisk_action import (
+    ACTION_LOG_LIMIT_MB,
     INVOKER_ROLE,
     action_concurrency,
     action_memory_mb,
@@ -274,7 +275,7 @@ class WhiskController(LabControl):
             {"key": "waitTime", "value": int(round((start - act.arrival_s) * 1000))},
             {"key": "kind", "value": "blackbox"},
             {"key": "timeout", "value": False},
-            {"key": "limits", "value": {"concurrency": action.concurrency, "logs": 10, "memory": action.memory_mb,
+            {"key": "limits", "value": {"concurrency": action.concurrency, "logs": ACTION_LOG_LIMIT_MB, "memory": action.memory_mb,
                                         "timeout": int(ACTION_TIMEOUT_S * 1000)}},
         ]
         if act.init_ms is not None:
@@ -473,7 +474,7 @@ class WhiskController(LabControl):
             "namespace": self.ow.namespace, "name": a.name, "version": "0.0.1", "publish": False,
             "annotations": [{"key": "exec", "value": "blackbox"}, {"key": "scoretune.io/function", "value": a.name}],
             "limits": {"memory": a.memory_mb, "concurrency": a.concurrency, "timeout": int(ACTION_TIMEOUT_S * 1000),
-                       "logs": 10},
+                       "logs": ACTION_LOG_LIMIT_MB},
             "updated": self._started_ms,
         }
         if full:

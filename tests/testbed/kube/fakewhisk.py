@@ -50,6 +50,7 @@ class FakeWhisk:
         for fn in functions:
             self.actions[fn] = {"name": fn, "namespace": "guest", "version": "0.0.1",
                                 "exec": {"kind": "blackbox", "image": image_of(fn)},
+                                "limits": {"memory": 256, "timeout": 60000, "concurrency": 1, "logs": 0},
                                 "annotations": [{"key": "scoretune.io/function", "value": fn}]}
         first = fake.nodes[0]
         for name in CORE:

@@ -15,7 +15,7 @@ from starlette.routing import Route
 from functions.process import serving
 from functions.spec import discover_specs
 from testbed.errors import TestbedError
-from testbed.kube.openwhisk import action_body, deploy_actions
+from testbed.kube.openwhisk import action_body, deploy_actions, log_collection_warning
 
 KEY = "23bc46b1-0000-4ed5-8c54-816aa4f8c502:" + "k" * 64
 
@@ -57,12 +57,17 @@ def test_each_function_becomes_a_blackbox_action_with_its_limits_and_a_version()
     chosen = [specs["float-ops"], specs["aes"]]
     with Controller() as ow:
         url = f"http://127.0.0.1:{ow.port}"
-        assert deploy_actions(url, KEY, chosen) == {"float-ops": "0.0.1", "aes": "0.0.1"}
-        assert deploy_actions(url, KEY, chosen[:1]) == {"float-ops": "0.0.2"}  # overwrite: a new revision
+        first = deploy_actions(url, KEY, chosen)
+        assert {fn: a["version"] for fn, a in first.items()} == {"float-ops": "0.0.1", "aes": "0.0.1"}
+        again = deploy_actions(url, KEY, chosen[:1])
+        assert {fn: a["version"] for fn, a in again.items()} == {"float-ops": "0.0.2"}  # overwrite: a new revision
         stored = ow.actions["float-ops"]
     assert stored["exec"] == {"kind": "blackbox", "image": specs["float-ops"].image}
     body = action_body(specs["float-ops"])
-    assert stored["limits"] == body["limits"] and body["limits"]["timeout"] == 60000
+    assert stored["limits"] == body["limits"] == again["float-ops"]["limits"] and body["limits"]["timeout"] == 60000
+    # no log collection: upstream reads each activation's logs through kube-apiserver otherwise
+    assert body["limits"]["logs"] == 0 and log_collection_warning("float-ops", again["float-ops"]) is None
+    assert "log limit of the deployment's default" in log_collection_warning("x", {"limits": {}})
     assert body["limits"]["memory"] >= max(128, specs["float-ops"].memory_limit_bytes // 2**20)
     assert body["limits"]["concurrency"] == (specs["float-ops"].container_concurrency or 1)
 

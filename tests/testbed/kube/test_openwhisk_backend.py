@@ -105,6 +105,8 @@ def test_a_run_goes_through_openwhisk_and_records_the_action_pods(lab, tmp_path)
     assert s["openwhisk"]["other_action_pods"] == [
         {"pod": health["metadata"]["name"], "node": fake.nodes[0], "memory": "256Mi"}]
     assert s["ok"] == 10 and s["cold_starts"] == 2 and whisk.invocations == 10
+    assert s["openwhisk"]["actions"] == {fn: {"version": "0.0.1", "limits": whisk.actions[fn]["limits"]}
+                                         for fn in FUNCTIONS}
     req = result.requests
     assert set(req["pod"].dropna()) == {p["metadata"]["name"] for fn in FUNCTIONS for p in whisk.action_pods(fn)}
     assert req["node"].notna().all() and req["activation_id"].notna().all()
@@ -220,3 +222,21 @@ def test_a_workload_above_the_controllers_limit_is_refused_before_any_request(la
     finally:
         b.close()
     assert whisk.invocations == 0
+
+
+def test_an_action_that_keeps_its_logs_is_named_and_recorded(lab, tmp_path, caplog):
+    """Upstream reads an activation's logs through kube-apiserver whenever ``limits.logs`` is not 0
+    (issue 45, item 3): an action deployed that way is named in one warning and its limit recorded."""
+    fake, whisk = lab
+    whisk.actions["aes"]["limits"]["logs"] = 10
+    b = _backend(fake, whisk)
+    try:
+        b.reset()
+        with caplog.at_level("WARNING", logger="testbed.kube.openwhisk_backend"):
+            result = b.run(_workload(), tmp_path / "run")
+    finally:
+        b.close()
+    warned = [r.getMessage() for r in caplog.records if "log limit" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("OpenWhisk action aes keeps a log limit of 10 MB")
+    assert result.summary["openwhisk"]["actions"]["aes"]["limits"]["logs"] == 10
+    assert result.summary["openwhisk"]["actions"]["float-ops"]["limits"]["logs"] == 0

@@ -199,6 +199,7 @@ def test_openwhisk_answers_the_reads_a_wsk_client_makes_first(tmp_path):
         assert (await client.get("/api/v1/namespaces")).status == 401
         action = await (await client.get(f"{base}/actions/float-ops", headers=auth)).json()
         assert action["name"] == "float-ops" and action["exec"]["kind"] == "blackbox" and action["limits"]["memory"] > 0
+        assert action["limits"]["logs"] == 0  # what the kube backend deploys: no log collection (issue 45, item 3)
         missing = await client.get(f"{base}/actions/nope", headers=auth)
         err = await missing.json()
         assert missing.status == 404 and err["error"] == "The requested resource does not exist." and err["code"]
@@ -210,6 +211,8 @@ def test_openwhisk_answers_the_reads_a_wsk_client_makes_first(tmp_path):
         assert "response" not in listed[0] and "logs" not in listed[0]
         full = await (await client.get(f"{base}/activations?docs=true&limit=1&skip=1", headers=auth)).json()
         assert [a["activationId"] for a in full] == [ids[1]] and full[0]["response"]["statusCode"] == 0
+        limits = next(n["value"] for n in full[0]["annotations"] if n["key"] == "limits")
+        assert limits["logs"] == 0 and limits["memory"] == action["limits"]["memory"]
         assert await (await client.get(f"{base}/activations?name=other", headers=auth)).json() == []
         later = await (await client.get(f"{base}/activations?since={listed[0]['start'] + 1}", headers=auth)).json()
         assert later == []
