@@ -188,7 +188,9 @@ def _activation(response: Any, code: int | None) -> dict[str, Any]:
         out["status"], out["error"] = "timeout", "the controller's blocking wait ran out (HTTP 202)"
     elif isinstance(whisk, int) and whisk != 0:
         out["status"] = "error"
-        out["error"] = f"activation statusCode {whisk} ({WHISK_STATUS.get(whisk, 'unknown')})"
+        said = result.get("error") if isinstance(result, dict) else None
+        said = f": {str(said)[:200]}" if said else ""  # upstream's message: what the one fault rule reads
+        out["error"] = f"activation statusCode {whisk} ({WHISK_STATUS.get(whisk, 'unknown')}){said}"
     return out
 
 

@@ -62,6 +62,11 @@ class PlatformEntry:
     """The embedded lab issues an API key for it (``<state>/openwhisk/auth.guest``)."""
     check_settings: Callable[[Mapping[str, Any]], None]
     """Checks the deployment settings a lab takes (``lab up --openwhisk``); none for Knative."""
+    fault_rule: Callable[..., Any] | None = None
+    """The platform's one fault rule over a finished run, applied the same way by the simulator,
+    the embedded lab and the kube backend: ``(requests table, invokers' state after the run or
+    None, platform faults seen) -> a Judgement`` (``.void``, ``.record()`` for ``summary.json``).
+    None: each backend's own checks decide (Knative)."""
 
     def simulation_class(self) -> type:
         return load(self.simulation)
@@ -132,6 +137,13 @@ def _openwhisk_settings(settings: Mapping[str, Any]) -> None:
     OpenWhiskConfig(**settings)  # its own checks, as one line naming the field
 
 
+def _openwhisk_fault_rule(requests: Any, invokers: Mapping[str, str] | None = None,
+                          platform_faults: Any = ()) -> Any:
+    from testbed.openwhisk.faults import judge_run
+
+    return judge_run(requests, invokers, platform_faults)
+
+
 REGISTRY: dict[Platform, PlatformEntry] = {
     Platform.KNATIVE: PlatformEntry(
         platform=Platform.KNATIVE, title="Knative Serving (activator and KPA)",
@@ -147,7 +159,7 @@ REGISTRY: dict[Platform, PlatformEntry] = {
         lab_controller="testbed.local.controllers.openwhisk:WhiskController",
         kube_backend="testbed.kube.openwhisk_backend:OpenWhiskBackend",
         pod=_action_pod, lab_target=_openwhisk_target, lab_hint=_openwhisk_hint,
-        guest_key=True, check_settings=_openwhisk_settings,
+        guest_key=True, check_settings=_openwhisk_settings, fault_rule=_openwhisk_fault_rule,
     ),
 }
 assert set(REGISTRY) == set(Platform), "every platform name has its entry"

@@ -360,9 +360,12 @@ class KubeBackend(SchedulerRollout, ImageCacheReset):
         """The watch of the run's function pods (Knative: the Services' revision pods)."""
         return PodWatch(self._core, self.namespace, functions, self.timeouts)
 
-    def _run_faults(self, requests: pd.DataFrame) -> list[dict[str, Any]]:
-        """Faults only the requests show (the platform refused or failed them itself); Knative: none."""
-        return []
+    def _judge_faults(self, seen: list[dict[str, Any]],
+                      requests: pd.DataFrame) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The faults that void the run, from what the fault watch saw and what the requests show,
+        and the platform's fault rule as applied (for ``summary.json``). Knative: every fault the
+        watch saw voids; no rule record."""
+        return seen, None
 
     def _platform_info(self, functions: Sequence[str]) -> dict[str, Any]:
         """What the platform's own state was when the run started, for ``summary.json``; Knative: nothing."""
@@ -446,7 +449,7 @@ class KubeBackend(SchedulerRollout, ImageCacheReset):
             info["oom_kills"] = oom_kills(seen)
             failure = f"{void_reason(seen)}; {err}" if seen else str(err)
             return write_run(out_dir, requests, placements, info=info, failed=True, failure=failure)
-        seen = faults.stop() + self._run_faults(result.requests)
+        seen, rule = self._judge_faults(faults.stop(), result.requests)
         watch.stop()
         pulls_problem = watch.read_pulls()
         placements = watch.placements(t_start)
@@ -462,6 +465,8 @@ class KubeBackend(SchedulerRollout, ImageCacheReset):
             failure = f"{void_reason(seen)}; {failure}" if failure else void_reason(seen)
         summary["faults"] = seen
         summary["oom_kills"] = oom_kills(seen)
+        if rule is not None:
+            summary["fault_rule"] = rule
         if pulls_problem:
             summary["image_pulls"] = pulls_problem
         keep = {k: v for k, v in summary.items() if k not in ("failed", "failure")}

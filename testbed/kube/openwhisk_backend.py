@@ -43,6 +43,7 @@ from testbed.kube.images import FunctionImage, normalize
 from testbed.kube.nodes import get_path as _get
 from testbed.kube.openwhisk import action_record, log_collection_warning
 from testbed.kube.watch import PodWatch
+from testbed.openwhisk.faults import judge_run
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,6 @@ OPENWHISK_INFRA_PODS: tuple[str, ...] = (
 action pods (controller, invokers, Kafka, ZooKeeper, CouchDB, Redis, nginx, ...), CoreDNS,
 kube-proxy, Flannel."""
 
-VOID_STATUS_CODES = {2: "action developer error", 3: "whisk internal error"}
 
 
 @dataclass
@@ -314,31 +314,38 @@ class OpenWhiskBackend(KubeBackend):
         return {"openwhisk": {"api": self.api_url, "other_action_pods": sorted(others, key=lambda o: o["pod"]),
                               "actions": {fn: self._actions[fn] for fn in sorted(functions) if fn in self._actions}}}
 
-    def _run_faults(self, requests: pd.DataFrame) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
-        now = time.time()
-        http = pd.to_numeric(requests.get("http_status", pd.Series(dtype=float)), errors="coerce")
-        for code, why in ((429, "throttled: raise the deployment's invocation limits above the workload's peak"),
-                          (503, "no invoker took them")):
-            n = int((http == code).sum())
-            if n:
-                found.append({"kind": "openwhisk", "object": self.api_url, "t": now,
-                              "reason": f"{n} request(s) answered HTTP {code} ({why})"})
-        errors = requests.get("error", pd.Series(dtype=object)).astype(str)
-        for code, why in VOID_STATUS_CODES.items():
-            n = int(errors.str.contains(f"statusCode {code}", regex=False).sum())
-            if n:
-                found.append({"kind": "openwhisk", "object": self.api_url, "t": now,
-                              "reason": f"{n} activation(s) ended with statusCode {code} ({why})"})
+    def _judge_faults(self, seen: list[dict[str, Any]],
+                      requests: pd.DataFrame) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """OpenWhisk's one fault rule (:mod:`testbed.openwhisk.faults`, as on the simulator and the
+        embedded lab): an action pod's trouble that placement caused (Pending with no node, an OOM
+        kill, an eviction) is scored, as the activations it failed are; the platform failing (a core
+        pod restarted, an invoker not up, a 503 or statusCode 3 without a pod-start cause, an image
+        that cannot be pulled) voids."""
+        placement = [f for f in seen if f.get("kind") == "pod" and placement_consequence(str(f.get("reason", "")))]
+        platform = [f for f in seen if f not in placement]
         try:
-            state = self.invokers()
+            state: dict[str, str] | None = self.invokers()
         except TestbedError as err:
-            state = {"?": str(err)}
-        for name, value in sorted(state.items()):
-            if value != "up":
-                found.append({"kind": "invoker", "object": name, "t": now,
-                              "reason": f"the invoker is {value} after the run"})
-        return found
+            state = None
+            platform.append({"kind": "invoker", "object": self.api_url, "t": time.time(),
+                             "reason": f"the invokers' state after the run is unknown: {err}"})
+        judged = judge_run(requests, invokers=state,
+                       platform_faults=[f"{f.get('kind')} {f.get('object')}: {f.get('reason')}" for f in platform])
+        now = time.time()
+        voids = list(platform) + [{"kind": "openwhisk", "object": self.api_url, "t": now, "reason": why}
+                                  for why in judged.void_observed]
+        record = judged.record()
+        record["placement_faults"] = [f"{f.get('object')}: {f.get('reason')}" for f in placement]
+        return voids, record
 
 
-__all__ = ["ACTION_POD_SELECTOR", "OPENWHISK_INFRA_PODS", "OpenWhiskBackend"]
+def placement_consequence(reason: str) -> bool:
+    """Whether a fault the watch saw on an action pod is the placement's doing (scored under the
+    rule): Pending with no node (no capacity), an OOM kill, a pod the kubelet evicted or rejected
+    for want of memory or CPU. An image that cannot be pulled or a container that cannot be created
+    is not."""
+    return (reason.startswith("Pending with no node") or "OOMKilled" in reason
+            or (reason.startswith("the pod failed") and any(k in reason for k in ("Evicted", "OutOfmemory", "OutOfcpu"))))
+
+
+__all__ = ["ACTION_POD_SELECTOR", "OPENWHISK_INFRA_PODS", "OpenWhiskBackend", "placement_consequence"]

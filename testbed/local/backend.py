@@ -169,6 +169,13 @@ class LocalBackend:
             failed = True
             failure = "; ".join(x for x in (failure, f"the lab failed to start a pod: {faults[0]}"
                                             + (f" (and {len(faults) - 1} more)" if len(faults) > 1 else "")) if x)
+        rule = platform_entry(self.platform).fault_rule
+        if rule is not None:  # the platform's one fault rule, as the simulator and the kube backend apply it
+            judged = rule(result.requests, end.get("invokers"), [f"the lab failed to start a pod: {f}" for f in faults])
+            summary["fault_rule"] = judged.record()
+            if judged.void_observed:
+                failed = True
+                failure = "; ".join(x for x in (failure, "void: " + "; ".join(judged.void_observed)) if x)
         return write_run(out_dir, result.requests, placements, info=summary, failed=failed, failure=failure)
 
     def close(self) -> None:

@@ -199,9 +199,17 @@ class SimBackend:
             "profile": profile_record(self.profile),
             **_provenance(),
         }
+        requests = requests_frame(out)
+        failed, failure = False, None
+        rule = platform_entry(self.config.platform).fault_rule
+        if rule is not None:  # the platform's one fault rule, as the embedded lab and kube apply it
+            judged = rule(requests, None, [])
+            info["fault_rule"] = judged.record()
+            if judged.void_observed:
+                failed, failure = True, "void: " + "; ".join(judged.void_observed)
         # a summary left by an earlier run would describe the new tables if writing them failed
         (out_dir / "summary.json").unlink(missing_ok=True)
-        return write_run(out_dir, requests_frame(out), placements_frame(out), info=info)
+        return write_run(out_dir, requests, placements_frame(out), info=info, failed=failed, failure=failure)
 
     def close(self) -> None:
         """The simulator holds no resources."""

@@ -164,6 +164,15 @@ class SimOutput:
     pods: list[SimPod]
     events: int
     sim_end_s: float
+    fault: np.ndarray | None = None
+    """Per request, why it failed where the platform has a fault rule (OpenWhisk): 0 none,
+    :data:`FAULT_POD_NOT_READY`, :data:`FAULT_NO_INVOKER`; None on Knative."""
+
+
+FAULT_POD_NOT_READY = 1
+"""The request's container was not Ready within the platform's pod-start timeout (OpenWhisk: statusCode 3)."""
+FAULT_NO_INVOKER = 2
+"""No invoker was healthy: the controller answered 503."""
 
 
 def _baseline_memory(spec: FunctionSpec, autoscaling_target: float) -> float:

@@ -48,6 +48,8 @@ from testbed.openwhisk.pool import Container, ContainerPool, Placement
 from testbed.scheduler.objects import normalized_image_name, pod_from_k8s
 from testbed.sim import kernel as K
 from testbed.sim.engine import (
+    FAULT_NO_INVOKER,
+    FAULT_POD_NOT_READY,
     SimConfig,
     SimOutput,
     SimPod,
@@ -92,6 +94,8 @@ class OpenWhiskSimulation:
         self.cold = np.zeros(n, dtype=bool)
         self.node = np.full(n, -1, dtype=np.int64)
         self.pod_uid = np.full(n, -1, dtype=np.int64)
+        self.fault = np.zeros(n, dtype=np.int8)
+        """Why a request failed, as the one fault rule reads it (:data:`testbed.sim.engine.FAULT_POD_NOT_READY`, ...)."""
         self.function_index = {name: i for i, name in enumerate(self.fnames)}
         self.memory_mb = [action_memory_mb(s) for s in self.specs]
         self.concurrency = [action_concurrency(s) for s in self.specs]
@@ -178,7 +182,8 @@ class OpenWhiskSimulation:
         return SimOutput(function_names=list(self.fnames), node_names=self.node_names, fn=self.fn.copy(),
                          arrival_s=self.t.copy(), start_s=self.start, finish_s=self.finish, status=self.status,
                          cold=self.cold, node=self.node, pod_uid=self.pod_uid, pods=self.pods,
-                         events=self.n_events, sim_end_s=float(min(max(now, last_arrival), horizon)))
+                         events=self.n_events, sim_end_s=float(min(max(now, last_arrival), horizon)),
+                         fault=self.fault)
 
     def _handle(self, kind: int, data: Any, now: float) -> None:
         if kind == E_RUN:
@@ -208,6 +213,7 @@ class OpenWhiskSimulation:
         chosen = self.balancer.publish(self.ow.namespace, self.fnames[f], self.memory_mb[f], self.concurrency[f])
         if chosen is None:  # no healthy invoker: the controller answers 503 at once
             self.status[i], self.finish[i] = K.ST_ERROR, now
+            self.fault[i] = FAULT_NO_INVOKER
             return
         self._push(now + self.ow.dispatch_s, E_RUN, (i, chosen[0]))
 
@@ -240,7 +246,10 @@ class OpenWhiskSimulation:
         pod: SimPod = c.payload
         if c.removed or pod.node >= 0:
             return
-        if now - pod.created_s > self.ow.pod_start_timeout_s:
+        # the deadline exactly as the timeout event below is pushed: ``now - created > timeout`` was
+        # false at that event (equal), so a pod that could never be Ready in time was rescheduled at
+        # the same instant forever
+        if now >= pod.created_s + self.ow.pod_start_timeout_s:
             self._fail(inv, c, now)
             return
         idx = self.scheduler.schedule(pod.sched_pod)
@@ -289,6 +298,7 @@ class OpenWhiskSimulation:
     def _fail(self, inv: int, c: Container, now: float) -> None:
         for i in self.waiting.pop(id(c), []):
             self.status[i], self.finish[i] = K.ST_ERROR, now + self.ow.ack_s
+            self.fault[i] = FAULT_POD_NOT_READY
             f = int(self.fn[i])
             self.balancer.release(inv, self.ow.namespace, self.fnames[f], self.memory_mb[f], self.concurrency[f])
         self.pools[inv].fail(c)

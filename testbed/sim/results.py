@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 
 from loadgen.results import REQUESTS_SCHEMA, PodTimes, placements_table, summarize_arrays
+from testbed.openwhisk.faults import NO_INVOKERS, POD_NOT_READY
 from testbed.sim import kernel as K
-from testbed.sim.engine import SimOutput
+from testbed.sim.engine import FAULT_NO_INVOKER, FAULT_POD_NOT_READY, SimOutput
 
 _STATUS = np.array(["pending", "ok", "error", "timeout"], dtype=object)
 
@@ -45,6 +46,18 @@ def requests_frame(out: SimOutput) -> pd.DataFrame:
             "cold_start": pd.array(cold.tolist(), dtype="boolean"),
         }
     )
+    if out.fault is not None:  # what upstream answers, for the platform's one fault rule
+        not_ready = out.fault == FAULT_POD_NOT_READY
+        no_invoker = out.fault == FAULT_NO_INVOKER
+        http[not_ready] = 500
+        http[no_invoker] = 503
+        frame["http_status"] = pd.array(http.tolist(), dtype="Int32")
+        error = np.full(n, None, dtype=object)
+        for i in np.flatnonzero(not_ready):
+            error[i] = (f"activation statusCode 3 (whisk internal error): "
+                        f"{POD_NOT_READY.format(image=out.function_names[out.fn[i]])}")
+        error[no_invoker] = NO_INVOKERS
+        return frame[REQUESTS_SCHEMA.names].assign(error=error)
     return frame[REQUESTS_SCHEMA.names]
 
 

@@ -78,7 +78,7 @@ def test_a_replay_against_openwhisk_records_each_activation(tmp_path):
     assert (slow["status"] == "timeout").all() and slow["error"].str.contains("HTTP 202").all()
     broken = req[req["function"] == "broken"]
     assert (broken["status"] == "error").all()
-    assert broken["error"].eq("activation statusCode 1 (application error)").all()
+    assert broken["error"].eq("activation statusCode 1 (application error): boom").all()  # upstream's message kept
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["replay"]["platform"] == "openwhisk"
     assert KEY not in (tmp_path / "run" / "summary.json").read_text()  # the key stays out of the results

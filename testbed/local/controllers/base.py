@@ -110,6 +110,10 @@ class LabControl(ABC):
     def _platform_status(self) -> dict[str, Any]:
         return {}
 
+    def _run_end_facts(self) -> dict[str, Any]:
+        """What the platform says about itself when a run ends (``run/end``), for its fault rule."""
+        return {}
+
     # --- instances ----------------------------------------------------------------------------
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(coro)
@@ -305,7 +309,7 @@ class LabControl(ABC):
             body = await request.json() if request.can_read_body else {}
             t0 = float(body.get("t0", t0))
             events = [{**e, "t_s": e["t_s"] - t0} for e in self.events]
-            return web.json_response({"placements": self.placements(t0), "events": events})
+            return web.json_response({"placements": self.placements(t0), "events": events, **self._run_end_facts()})
 
         self._add_routes(routes)
         app = web.Application(client_max_size=16 * 1024 * 1024)

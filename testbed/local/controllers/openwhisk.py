@@ -25,8 +25,11 @@ processes and wall-clock time, through the REST API a real deployment answers:
   scheduled by the lab's scheduler with the profile under test anywhere among the invoker nodes,
   started on its node's agent, seen Ready at the invoker's next 1 s poll of the pod, then
   ``POST /init`` and its activations' ``POST /run``. A pod not up within 60 s
-  (``whisk.kubernetes.timeouts.run``) fails its activations with a whisk error. A container idle for
-  10 minutes is removed.
+  (``whisk.kubernetes.timeouts.run``) fails its activations with a whisk error (statusCode 3 and
+  upstream's "Failed to run container with image" message; every failure carries upstream's message,
+  so the one fault rule of :mod:`testbed.openwhisk.faults` judges the lab's runs as it judges the
+  simulator's and a real cluster's: the backend applies it after each run, with the invokers'
+  state ``run/end`` reports). A container idle for 10 minutes is removed.
 
 The record carries ``waitTime`` (arrival to the container taking the activation), ``initTime``
 (the cold start's ``/init``, with the handler's load time the agent measured while the pod came
@@ -64,6 +67,7 @@ from testbed.local.routing import Instance
 from testbed.local.state import LabState
 from testbed.openwhisk.balancer import Balancer
 from testbed.openwhisk.config import OpenWhiskConfig
+from testbed.openwhisk.faults import ABNORMAL_INIT, ABNORMAL_RUN, IMAGE_PULL, NO_INVOKERS, POD_NOT_READY
 from testbed.openwhisk.pool import Container, ContainerPool, Placement
 
 log = logging.getLogger(__name__)
@@ -245,7 +249,7 @@ class WhiskController(LabControl):
         act = Activation(uuid.uuid4().hex, name, params, time.time(), asyncio.get_running_loop().create_future())
         chosen = self.balancer.publish(self.ow.namespace, name, action.memory_mb, action.concurrency)
         if chosen is None:  # LoadBalancerException: no invoker is healthy
-            return api_error(503, "No invokers available.")
+            return api_error(503, NO_INVOKERS)
         act.invoker = chosen[0]
         self.activations[act.id] = act
         placed = self.pools[act.invoker].run(act, name, action.memory_mb, action.concurrency, act.arrival_s)
@@ -312,6 +316,14 @@ class WhiskController(LabControl):
         self._record(inst)
         c.payload = inst
 
+    def _image(self, inst: Instance) -> str:
+        return self.specs[inst.function].image
+
+    def _not_ready(self, inst: Instance, why: str) -> str:
+        """Upstream's answer to a pod that did not become Ready (KubernetesContainer.create turns
+        KubernetesPodReadyTimeoutException into this message, statusCode 3), with the lab's reason."""
+        return f"{POD_NOT_READY.format(image=self._image(inst))} ({inst.pod_name}: {why})"
+
     def _pod(self, inv: int, inst: Instance) -> Any:
         return action_pod_object(self.specs[inst.function], inst.pod_name, self.placer.profile.scheduler_name,
                                  node_affinity=self.affinity, invoker=f"invoker{inv}")
@@ -329,8 +341,8 @@ class WhiskController(LabControl):
                 break
             now = time.time()
             if now >= deadline:
-                self._fail(inv, c, 3, f"the pod of {inst.pod_name} could not be scheduled within "
-                                      f"{self.ow.pod_start_timeout_s:.0f} s")
+                self._fail(inv, c, 3, self._not_ready(inst, f"could not be scheduled within "
+                                                            f"{self.ow.pod_start_timeout_s:.0f} s"))
                 return
             backoff = min(10.0, 2.0 ** attempt)  # the scheduler's backoff (1 s doubling, at most 10 s)
             attempt += 1
@@ -343,12 +355,15 @@ class WhiskController(LabControl):
         if failure == REMOVED or c.removed:
             return
         if failure is not None:
-            self._fail(inv, c, 3, f"failed to start the container {inst.pod_name}: {failure}")
+            pull = str(failure).startswith("image pull failed")
+            self._fail(inv, c, 2 if pull else 3,
+                       IMAGE_PULL.format(image=self._image(inst)) + f" ({inst.pod_name}: {failure})" if pull
+                       else self._not_ready(inst, f"failed to start: {failure}"))
             return
         up = time.time()
         seen = self.ow.seen_ready(inst.created_s, up)
         if seen > deadline:
-            self._fail(inv, c, 3, f"the pod {inst.pod_name} was not Ready within {self.ow.pod_start_timeout_s:.0f} s")
+            self._fail(inv, c, 3, self._not_ready(inst, f"not Ready within {self.ow.pod_start_timeout_s:.0f} s"))
             return
         await asyncio.sleep(max(0.0, seen - time.time()))
         if c.removed:
@@ -361,8 +376,9 @@ class WhiskController(LabControl):
                                                                            "code": "", "binary": False}})
         if c.removed:
             return
-        if status != 200:
-            self._fail(inv, c, 2, f"the action did not initialise: {body.get('error', status)}")
+        if status != 200:  # ActivationResult.processInitResponseContent: a developer error either way
+            self._fail(inv, c, 2, ABNORMAL_INIT if status == 0 else f"the action did not initialise: "
+                                                                    f"{body.get('error', status)}")
             return
         init_ms = int(round(((inst.init_s or 0.0) + init_s) * 1000))
         if waiting:
@@ -389,7 +405,7 @@ class WhiskController(LabControl):
             return -1, {"error": f"The action exceeded its time limits of {int(ACTION_TIMEOUT_S * 1000)} milliseconds."}, \
                 time.time() - t0
         except (ClientError, OSError):
-            return 0, {"error": "The action did not produce a valid response and exited unexpectedly."}, time.time() - t0
+            return 0, {"error": ABNORMAL_RUN}, time.time() - t0
         return status, data if isinstance(data, dict) else {"error": f"not a JSON object: {data!r}"[:200]}, time.time() - t0
 
     async def _execute(self, inv: int, c: Container, act: Activation) -> None:
@@ -457,7 +473,7 @@ class WhiskController(LabControl):
                     inst.failure = "node lost"
                     lost += 1
                     if c in self.waiting:
-                        self._fail(inv, c, 3, f"node {node} was lost while the container started")
+                        self._fail(inv, c, 3, self._not_ready(inst, f"node {node} was lost while it started"))
                     else:  # activations running there fail on their own (the connection drops)
                         pool.fail(c)
                         self._remove_container(c)
@@ -546,6 +562,11 @@ class WhiskController(LabControl):
 
     async def ingress(self, request: web.Request) -> web.StreamResponse:
         return api_error(404, NOT_FOUND)
+
+    def _run_end_facts(self) -> dict[str, Any]:
+        """The invokers' state after the run: the fault rule voids a run that left one not up
+        without pod-start failures of its own (testbed.openwhisk.faults)."""
+        return {"invokers": self.invokers()}
 
     def _platform_status(self) -> dict[str, Any]:
         instances = [

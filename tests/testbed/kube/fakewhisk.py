@@ -42,6 +42,9 @@ class FakeWhisk:
         self.on_first_invoke: Any = None
         """Called once, at the next invocation (a fault that happens during the run)."""
         self.internal_error: set[str] = set()
+        self.not_ready: set[str] = set()
+        """Actions whose new pod is never Ready: upstream's statusCode 3 with KubernetesContainer's
+        "Failed to run container with image" (a consequence of placement)."""
         self.invocations = 0
         self.restarts = 0
         self.generation = 1
@@ -179,6 +182,11 @@ class FakeWhisk:
         pod = existing[0] if existing else self._new_container(name)
         cold = not existing
         notes = [{"key": "waitTime", "value": 3}] + ([{"key": "initTime", "value": 250}] if cold else [])
+        if name in self.not_ready:
+            response = {"status": "whisk internal error", "statusCode": 3, "success": False,
+                        "result": {"error": f"Failed to run container with image '{image_of(name)}'."}}
+            return JSONResponse({"activationId": f"a{self.invocations}", "annotations": notes, "duration": 0,
+                                 "response": response}, status_code=502)
         if name in self.internal_error:
             response = {"status": "whisk internal error", "statusCode": 3, "success": False,
                         "result": {"error": "the action did not initialize or run"}}

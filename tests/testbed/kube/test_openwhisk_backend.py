@@ -117,9 +117,9 @@ def test_a_run_goes_through_openwhisk_and_records_the_action_pods(lab, tmp_path)
 
 
 @pytest.mark.parametrize(("fault", "expected"), [
-    ("throttle", "HTTP 429"),
-    ("internal", "statusCode 3 (whisk internal error)"),
-    ("invoker", "invoker1/owdev-invoker-1: the invoker is unhealthy after the run"),
+    ("throttle", "request(s): throttled"),
+    ("internal", "request(s): whisk-error"),
+    ("invoker", "invoker1/owdev-invoker-1: the invoker is unhealthy after the run (invoker-not-up"),
     ("controller", "owdev-controller-0: the data-plane pod restarted"),
 ])
 def test_faults_of_openwhisk_void_the_run(lab, tmp_path, fault, expected):
@@ -140,6 +140,32 @@ def test_faults_of_openwhisk_void_the_run(lab, tmp_path, fault, expected):
         b.close()
     assert result.summary["failed"] and expected in result.summary["failure"]
     assert result.summary["failure"].startswith("void:")
+    if fault != "controller":  # the run got as far as the rule: it is recorded
+        assert result.summary["fault_rule"]["rule"] == "openwhisk-faults/1"
+        assert result.summary["fault_rule"]["verdict"] == "void"
+
+
+def test_a_pod_that_placement_kept_from_starting_is_scored_not_void(lab, tmp_path):
+    """The one fault rule (issue 45, item 4): an action pod not Ready in time (statusCode 3 with
+    KubernetesContainer's "Failed to run container with image") is the placement's doing, scored
+    as errors as on the simulator and the embedded lab, and so is the invoker its system errors
+    turned unhealthy; the rule applied is in summary.json."""
+    fake, whisk = lab
+    b = _backend(fake, whisk)
+    try:
+        b.reset()
+        whisk.not_ready.add("aes")
+        whisk.invoker_state["invoker1/owdev-invoker-1"] = "unhealthy"
+        result = b.run(_workload(), tmp_path / "run")
+    finally:
+        b.close()
+    s = result.summary
+    assert not s["failed"], s.get("failure")
+    rule = s["fault_rule"]
+    n_aes = int((result.requests["function"] == "aes").sum())
+    assert rule["verdict"] == "scored" and rule["counts"] == {"pod-not-ready": n_aes} and n_aes > 0
+    assert rule["invokers"] == {"invoker1/owdev-invoker-1": "unhealthy: invoker-unhealthy-after-pod-start-failures"}
+    assert s["errors"] == n_aes and s["ok"] == len(result.requests) - n_aes
 
 
 def test_the_backend_needs_the_api_and_a_key(lab):

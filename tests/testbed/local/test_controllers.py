@@ -47,10 +47,14 @@ class FakeLab:
         self.resets: list[str] = []
         self.calls: list[str] = []
         self.run_answers: list[tuple[int, dict[str, Any]]] = []
+        self.start_failures: list[str] = []
+        """Why the next instances fail to start (the agent's ``{"ok": false, "error"}``), then they start."""
 
     def agent(self, node: str, fn_url: Callable[[], str]) -> web.Application:
         async def start(request: web.Request) -> web.Response:
             body = await request.json()
+            if self.start_failures:
+                return web.json_response({"ok": False, "error": self.start_failures.pop(0)})
             self.started.append((node, body["pod"]))
             return web.json_response({"ok": True, "url": fn_url(), "image_pull_s": 0.0, "start_s": 0.01, "init_s": 0.02})
 
@@ -245,6 +249,33 @@ def test_an_activations_status_code_is_upstreams_table_and_a_developer_error_des
         again = await (await client.post(f"{ACTION}?blocking=true", json={}, headers=_basic(user, key))).json()
         assert again["response"]["statusCode"] == 0
         assert len(fake.started) == (1 if kept else 2)
+
+    _with_lab("openwhisk", tmp_path, body)
+
+
+@pytest.mark.parametrize(("failure", "code", "fault"), [
+    ("the function server exited before it answered", 3, "pod-not-ready"),  # scored: the placement's doing
+    ("image pull failed: connection refused", 2, "image-pull-failed"),  # void: the registry's
+])
+def test_a_container_that_cannot_start_answers_upstreams_status_and_message(tmp_path, failure, code, fault):
+    """Every failure of the lab carries upstream's statusCode and message (KubernetesContainer.create:
+    "Failed to run container with image 'I'." for a pod that does not come up, "Failed to pull
+    container image 'I'." for a pull), so the one fault rule (testbed.openwhisk.faults) reads the
+    lab's runs as it reads a real cluster's; run/end reports the invokers' state for it."""
+    from testbed.openwhisk.faults import classify
+
+    async def body(client: TestClient, fake: FakeLab, state: LabState) -> None:
+        user, key = (state.read_guest_key() or "").split(":")
+        fake.start_failures.append(failure)
+        answer = await client.post(f"{ACTION}?blocking=true", json={}, headers=_basic(user, key))
+        record = await answer.json()
+        assert record["response"]["statusCode"] == code and answer.status == (500 if code == 3 else 502)
+        error = f"activation statusCode {code} (x): {record['response']['result']['error']}"
+        assert classify(answer.status, error) == fault
+        again = await (await client.post(f"{ACTION}?blocking=true", json={}, headers=_basic(user, key))).json()
+        assert again["response"]["statusCode"] == 0  # the next activation gets a new container
+        end = await (await client.post("/_lab/run/end", json={"t0": 0.0})).json()
+        assert sorted(end["invokers"].values()) == ["up", "up"]
 
     _with_lab("openwhisk", tmp_path, body)
 

@@ -163,3 +163,21 @@ def test_bad_openwhisk_config_is_refused() -> None:
         OpenWhiskConfig(user_memory_mb=64)
     with pytest.raises(InputError, match="blackbox_fraction"):
         OpenWhiskConfig(blackbox_fraction=1.5)
+
+
+def test_a_pod_that_does_not_start_in_time_is_scored_under_the_one_fault_rule(tmp_path) -> None:
+    """An action pod not Ready within the pod-start timeout fails its activations with upstream's
+    statusCode 3 and "Failed to run container with image" (testbed.openwhisk.faults): a consequence
+    of placement, scored as errors and recorded, as on the embedded lab and kube."""
+    from testbed.sim.backend import SimBackend
+
+    spec = make_spec("a", cc=1, cpu_mean=0.1, start_s=3.0, init_s=0.1)
+    cluster = make_cluster([{"name": "n", "count": 1, "cpu": "2", "memory": "4Gi", "images": ["registry.example/a:1"]}])
+    wl = make_workload([0.0, 0.5], ["a", "a"])
+    backend = SimBackend(cluster, functions={"a": spec}, config=ow(pod_start_timeout_s=1.0))
+    result = backend.run(wl, tmp_path / "run")
+    s = result.summary
+    assert not s["failed"] and s["errors"] == 2
+    assert s["fault_rule"]["verdict"] == "scored" and s["fault_rule"]["counts"] == {"pod-not-ready": 2}
+    assert result.requests["error"].str.contains("Failed to run container with image").all()
+    assert (result.requests["http_status"] == 500).all()
