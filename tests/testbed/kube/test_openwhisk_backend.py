@@ -266,3 +266,20 @@ def test_an_action_that_keeps_its_logs_is_named_and_recorded(lab, tmp_path, capl
     assert len(warned) == 1 and warned[0].startswith("OpenWhisk action aes keeps a log limit of 10 MB")
     assert result.summary["openwhisk"]["actions"]["aes"]["limits"]["logs"] == 10
     assert result.summary["openwhisk"]["actions"]["float-ops"]["limits"]["logs"] == 0
+
+
+@pytest.mark.parametrize(("reason", "scored"), [
+    ("Pending with no node for 31 s: 0/3 nodes are available: 3 Insufficient memory.", True),
+    ("a container restarted during the run: restartCount 0 -> 1 (last exit 137: OOMKilled)", True),
+    ("the pod failed: Evicted: The node was low on resource: memory.", True),
+    ("the pod failed: OutOfmemory: Node didn't have enough resource: memory", True),
+    ("container user-action is ImagePullBackOff: Back-off pulling image", False),
+    ("container user-action is CreateContainerConfigError: secret not found", False),
+    ("a container restarted during the run: restartCount 0 -> 1 (last exit 1: Error)", False),
+])
+def test_an_action_pods_trouble_is_scored_only_when_placement_caused_it(reason, scored):
+    """The fault watch's words for an action pod (testbed/kube/faults.py): no capacity, an OOM kill
+    or an eviction is the placement's doing (scored under the one rule); a pull or a config error is not."""
+    from testbed.kube.openwhisk_backend import placement_consequence
+
+    assert placement_consequence(reason) is scored
