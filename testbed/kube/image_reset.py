@@ -112,6 +112,7 @@ class ImageCacheReset:
         state = self.image_state
         t0 = time.monotonic()
         images = self._function_images(names)
+        always = self._platform_images()
         nodes = [n.metadata.name for n in self._call("listing nodes", self._core.list_node).items or []
                  if self._schedulable(n)]
         unknown = sorted(set(state.cold_nodes) - set(nodes))
@@ -130,7 +131,7 @@ class ImageCacheReset:
             for i, node in enumerate(nodes):
                 cold = node in state.cold_nodes
                 body = image_state_pod(f"scoretune-images-{token}-{i}", node, repositories=repos,
-                                       pull=[] if cold else runs, purge=repos if cold else [], token=token,
+                                       pull=([] if cold else runs) + always, purge=repos if cold else [], token=token,
                                        namespace=ns, tool_image=self.image_tool)
                 self._call(f"creating the image-state pod on {node}", self._core.create_namespaced_pod, ns, body)
                 pods[node] = body["metadata"]["name"]
@@ -151,10 +152,16 @@ class ImageCacheReset:
                 "use push/prebuilt images for cold nodes; docs/lab.md \"Troubleshooting\")")
         record = {"declared": state.declared(),
                   "images": [{"function": i.function, "image": i.image, "runs": i.runs} for i in images],
+                  "platform_images": always,
                   "nodes": {n: sorted(r for refs in held[n].holds.values() for r in refs) for n in nodes},
                   "seconds": round(time.monotonic() - t0, 3)}
         log.info("image state restored on %d node(s) in %.1f s", len(nodes), record["seconds"])
         return record
+
+    def _platform_images(self) -> list[str]:
+        """Images every schedulable node is given at each reset whatever the declared state (the
+        platform's own, never purged, so no step pulls them from outside); Knative: none."""
+        return []
 
     def _wait_image_pods(self, pods: dict[str, str]) -> dict[str, NodeImages]:
         ns = self.image_namespace

@@ -5,13 +5,21 @@ image state and fault watch as on Knative, with OpenWhisk's own run and reset.
   ``platform="openwhisk"``: Basic auth with the lab's guest key, ``blocking=true&result=false``),
   and the action pods (label ``user-action-pod=true``, each function's by its image) are watched
   for the placements, as Knative's revision pods are.
-- **Reset** (before every step, so every step starts from the same state): the invokers are
+- **Reset** (before every step, so every step starts from the same state): the scheduler is put
+  on the reference profile (kube-scheduler's defaults) first, because each restarted invoker is
+  health-tested upstream (``InvokerSupervision``: ``invokerHealthTestAction<N>``, the default
+  nodejs kind, 128 MB) and with the KubernetesContainerFactory that test action is an action pod
+  the tuned scheduler places, idle for 10 minutes after: placed by the reference, those pods sit
+  in the same places at every step's start, whatever the profile under test (the loop rolls that
+  out after the reset). Then the invokers are
   restarted (``kubectl rollout restart`` of the chart's invoker StatefulSet: on start each deletes
   its own action pods, ``KubernetesContainerFactory.cleanup``; deleting them behind its back would
   leave it believing in containers that are gone), then the backend waits until the StatefulSet
   is rolled out, no action pod of a function is left, and the controller reports every invoker
   ``up`` (``GET /invokers`` through the API server's service proxy), then checks the nodes and
-  brings the image caches to the declared state.
+  brings the image caches to the declared state, the health action's image pulled on every node
+  with the suite's (the controller's info, ``GET /`` through the same proxy, names it: the
+  runtimes manifest's default nodejs kind), so only an experiment's first reset may fetch it.
 - **Void, never scored**: any 429 (throttled: the deployment's limits are below the workload) or
   503 (no invoker) answer, an activation with ``statusCode`` 2 or 3 (action developer error or
   whisk internal error: apache/openwhisk ActivationResponse.scala), an invoker not ``up`` after the
@@ -44,6 +52,7 @@ from testbed.kube.nodes import get_path as _get
 from testbed.kube.openwhisk import action_record, log_collection_warning
 from testbed.kube.watch import PodWatch
 from testbed.openwhisk.faults import judge_run
+from testbed.scheduler.config import default_profile
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +87,8 @@ class OpenWhiskBackend(KubeBackend):
     verify: bool | str = False
     release: str = "owdev"
     namespace: str = "openwhisk"
+    health_image: str | None = None
+    """The invokers' health-test action's image (None: read from the controller's info at the first reset)."""
     infra_pods: Sequence[str] = OPENWHISK_INFRA_PODS
     platform: Platform = field(default=Platform.OPENWHISK, init=False)
     knative_objects: bool = field(default=False, init=False)
@@ -182,6 +193,7 @@ class OpenWhiskBackend(KubeBackend):
 
     def reset(self) -> None:
         names = self._function_names()
+        self.apply(default_profile())  # the health-test pods of the restart go where the reference puts them
         self._restart_invokers()
         self._wait_invokers_up()
         self._drain(names)
@@ -191,6 +203,31 @@ class OpenWhiskBackend(KubeBackend):
 
             raise LabFault(f"node health: {describe(unhealthy)}")
         self._image_record = self._restore_images(names)
+
+    def _platform_images(self) -> list[str]:
+        """The invokers' health-test action's image (pre-pulled on every node at each reset)."""
+        if self.health_image is None:
+            self.health_image = self._health_image_from_controller()
+        return [self.health_image] if self.health_image else []
+
+    def _health_image_from_controller(self) -> str:
+        """The default nodejs kind's image from the controller's info (``Controller.info``:
+        ``runtimes`` as ``ExecManifest.runtimesManifest.toJson``, each kind with its resolved
+        ``image``), which ``InvokerPool.healthAction`` resolves ``nodejs:default`` to; "" (nothing
+        pre-pulled, said once) when the controller does not name one."""
+        service = f"{self.release}-controller:http"
+        answer = self._call(f"reading the controller's info from {self.namespace}/{service}",
+                            self._core.connect_get_namespaced_service_proxy_with_path, service, self.namespace,
+                            "", _preload_content=False)
+        try:
+            info = json.loads(answer.data)
+            kinds = info["runtimes"]["nodejs"]
+            image = next(str(k["image"]) for k in kinds if k.get("default"))
+        except (ValueError, KeyError, TypeError, StopIteration):
+            log.warning("the controller's info names no default nodejs runtime: the invokers' health-test image "
+                        "is not pre-pulled (each node fetches it at its first health test)")
+            return ""
+        return image
 
     def _invoker_set(self) -> Any:
         name = f"{self.release}-invoker"

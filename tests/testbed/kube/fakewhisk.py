@@ -31,6 +31,10 @@ CORE = ("owdev-controller-0", "owdev-kafka-0", "owdev-zookeeper-0", "owdev-couch
         "owdev-nginx-5d8f7b-p9q2w")
 
 
+HEALTH_IMAGE = "openwhisk/action-nodejs-v14:1.20.0"
+"""The default nodejs kind's image in openwhisk-deploy-kube's runtimes.json at 108f327."""
+
+
 class FakeWhisk:
     def __init__(self, fake: FakeKube, functions: tuple[str, ...] = ("aes", "float-ops")) -> None:
         self.fake = fake
@@ -47,6 +51,8 @@ class FakeWhisk:
         "Failed to run container with image" (a consequence of placement)."""
         self.invocations = 0
         self.restarts = 0
+        self.restarted_under: list[str] = []
+        """The scheduler's configuration hash at each invoker restart (what placed the health-test pods)."""
         self.generation = 1
         self.invoker_names = ["owdev-invoker-0", "owdev-invoker-1"]
         self.invoker_state: dict[str, str] = {}
@@ -62,6 +68,7 @@ class FakeWhisk:
         fake.extra_routes += [
             (rf"/apis/apps/v1/namespaces/{NS}/statefulsets/owdev-invoker", self._statefulset),
             (rf"/api/v1/namespaces/{NS}/services/owdev-controller:http/proxy/invokers", self._invokers),
+            (rf"/api/v1/namespaces/{NS}/services/owdev-controller:http/proxy/?", self._info),
             (rf"/apis/apps/v1/namespaces/{NS}/statefulsets/owdev-controller", self._controller),
         ]
         self._serving = serving(Starlette(routes=[
@@ -81,6 +88,8 @@ class FakeWhisk:
         fake = self.fake
         with fake.lock:
             if method == "PATCH":
+                dep = fake.deployments[fake.scheduler_name]
+                self.restarted_under.append(dep["spec"]["template"]["metadata"]["annotations"]["scoretune.dev/config-hash"])
                 self.generation += 1
                 self.restarts += 1
                 # the old invokers go; each new one deletes its action pods on start (cleanup)
@@ -113,6 +122,14 @@ class FakeWhisk:
                                "template": {"metadata": {"labels": {"name": "owdev-controller"}},
                                             "spec": {"containers": [{"name": "controller", "image": "controller",
                                                                      "env": env}]}}}})
+
+    def _info(self, h: Any, method: str, *, body: Any, query: dict[str, str]) -> None:
+        """The controller's ``GET /`` (Controller.info at ef725a6): its runtimes with their images."""
+        h._send(200, {"description": "OpenWhisk", "runtimes": {"nodejs": [
+            {"kind": "nodejs:14", "image": HEALTH_IMAGE, "default": True, "deprecated": False, "attached": True,
+             "requireMain": False},
+            {"kind": "nodejs:18", "image": "openwhisk/action-nodejs-v18:1.20.0", "default": False,
+             "deprecated": False, "attached": True, "requireMain": False}]}})
 
     def _invokers(self, h: Any, method: str, *, body: Any, query: dict[str, str]) -> None:
         h._send(200, dict(self.invoker_state))

@@ -66,6 +66,37 @@ def test_reset_restarts_the_invokers_and_waits_for_them(lab):
     assert "kubectl.kubernetes.io/restartedAt" in patch["spec"]["template"]["metadata"]["annotations"]
 
 
+def test_every_reset_health_tests_the_invokers_under_the_reference_profile(lab):
+    """Issue 45, item 5: the invokers' health-test pods are placed by the scheduler; each reset puts
+    it on the reference (kube-scheduler's defaults) before restarting them, whatever profile the
+    last step ran, and pre-pulls the health action's image (the controller's default nodejs kind)
+    on every node with the suite's."""
+    from fakewhisk import HEALTH_IMAGE
+
+    from testbed.kube.images import normalize
+    from testbed.kube.render import config_hash, config_text, scheduler_config
+    from testbed.scheduler.config import profile_from_weights
+
+    fake, whisk = lab
+    b = _backend(fake, whisk)
+    packed = profile_from_weights({"NodeResourcesFit": 100}, strategy="MostAllocated")
+    try:
+        b.reset()
+        reference = whisk.restarted_under[-1]
+        b.apply(packed)
+        under_test = fake.deployments[fake.scheduler_name]["spec"]["template"]["metadata"]["annotations"][
+            "scoretune.dev/config-hash"]
+        assert under_test != reference
+        b.reset()  # the next step: the last profile was the packed one
+        assert whisk.restarted_under == [reference, reference]
+        assert reference == config_hash(config_text(scheduler_config(default_profile(), b.settings)))
+        assert all(normalize(HEALTH_IMAGE) in {normalize(r) for r in fake.cri[n].references()}
+                   for n in fake.nodes), "pre-pulled on every node"
+        assert b._image_record["platform_images"] == [HEALTH_IMAGE]
+    finally:
+        b.close()
+
+
 def test_reset_is_a_lab_fault_while_an_invoker_is_not_up(lab):
     fake, whisk = lab
     b = _backend(fake, whisk)
