@@ -370,8 +370,10 @@ class WhiskController(LabControl):
             return
         inst.ready_s = seen
         waiting = self.waiting.get(c, [])
-        for act in waiting:
-            act.started_s = seen
+        if waiting:  # the first waits until /init starts; the others queued during the cold init
+            # (concurrency > 1) start when their own run does (ContainerProxy "Run during cold
+            # init" buffers them and runs them after /init): their waitTime includes /init
+            waiting[0].started_s = seen
         status, body, init_s = await self._call(inst, "init", {"value": {"name": c.action, "main": "main",
                                                                            "code": "", "binary": False}})
         if c.removed:

@@ -47,6 +47,8 @@ class FakeLab:
         self.resets: list[str] = []
         self.calls: list[str] = []
         self.run_answers: list[tuple[int, dict[str, Any]]] = []
+        self.init_s = 0.0
+        """How long the container's ``/init`` takes."""
         self.start_failures: list[str] = []
         """Why the next instances fail to start (the agent's ``{"ok": false, "error"}``), then they start."""
 
@@ -79,6 +81,7 @@ class FakeLab:
 
         async def init(request: web.Request) -> web.Response:
             self.calls.append("init")
+            await asyncio.sleep(self.init_s)
             return web.json_response({"ok": True})
 
         async def run(request: web.Request) -> web.Response:
@@ -276,6 +279,31 @@ def test_a_container_that_cannot_start_answers_upstreams_status_and_message(tmp_
         assert again["response"]["statusCode"] == 0  # the next activation gets a new container
         end = await (await client.post("/_lab/run/end", json={"t0": 0.0})).json()
         assert sorted(end["invokers"].values()) == ["up", "up"]
+
+    _with_lab("openwhisk", tmp_path, body)
+
+
+def test_activations_queued_on_a_cold_concurrent_container_wait_through_its_init(tmp_path):
+    """ContainerProxy buffers the runs that arrive during a cold container's ``/init`` and starts
+    them after it ("Run during cold init"): the first activation's waitTime ends where ``/init``
+    starts and it carries the initTime; the others' waitTime runs to their own run's start, so it
+    includes ``/init``, and they carry no initTime (issue 45, item 7)."""
+    async def body(client: TestClient, fake: FakeLab, state: LabState) -> None:
+        user, key = (state.read_guest_key() or "").split(":")
+        fake.init_s = 0.6
+        url = "/api/v1/namespaces/_/actions/json-serde?blocking=true"  # concurrency 4: one container takes both
+        first = asyncio.ensure_future(client.post(url, json={}, headers=_basic(user, key)))
+        await asyncio.sleep(0.05)
+        second = asyncio.ensure_future(client.post(url, json={}, headers=_basic(user, key)))
+        records = [await (await r).json() for r in (first, second)]
+        notes = [{n["key"]: n["value"] for n in r["annotations"]} for r in records]
+        assert len(fake.started) == 1 and fake.calls.count("init") == 1
+        assert "initTime" in notes[0] and "initTime" not in notes[1]
+        arrived = [r["start"] - n["waitTime"] for r, n in zip(records, notes, strict=True)]
+        assert arrived[1] < records[0]["start"], "the second arrived while the container was still cold"
+        # its run, and so the end of its waitTime, came after the first's /init (0.6 s)
+        assert records[1]["start"] >= records[0]["start"] + 590  # the fake /init sleeps 0.6 s
+        assert records[1]["duration"] < 500  # its run only, not the init
 
     _with_lab("openwhisk", tmp_path, body)
 
