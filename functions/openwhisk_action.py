@@ -9,8 +9,11 @@ action's ``memory`` in MB (the spec's memory limit, at least the chart's 128 MB 
 The pod is what ``KubernetesContainerFactory`` creates through ``WhiskPodBuilder.buildPodSpec``
 (apache/openwhisk core/invoker/.../kubernetes/WhiskPodBuilder.scala): one container
 ``user-action`` on port 8080 whose memory request and limit are both the action's memory and which
-has no CPU request or limit (``cpu-scaling`` is off in openwhisk-deploy-kube), labels ``name``,
-``user-action-pod`` and ``invoker``, and, with ``user-pod-node-affinity`` on (the chart's
+has no CPU request or limit (``cpu-scaling`` is off in openwhisk-deploy-kube) and no
+``imagePullPolicy``, labels ``name``, ``user-action-pod``, ``invoker`` and ``release``
+(``KubernetesContainerFactory.createContainer``; ``openwhisk/action`` and ``openwhisk/namespace``
+are patched on after the pod runs, ``KubernetesContainer.initialize``, so no scheduling decision
+sees them), and, with ``user-pod-node-affinity`` on (the chart's
 default), a required node affinity on ``openwhisk-role In [invoker]``. The scheduler name comes
 from the pod template the lab renders (``testbed/kube/render``), so the tuned scheduler places it.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from functions.errors import InputError
 from functions.spec import FunctionSpec
 
 MIB = 1024 * 1024
@@ -48,6 +52,17 @@ def action_concurrency(spec: FunctionSpec) -> int:
     return int(spec.container_concurrency) or 1
 
 
+def check_action_image(spec: FunctionSpec) -> None:
+    """One line naming the function when its image is ``:latest`` or untagged (pulled on every
+    cold start by Kubernetes' default pull policy for such images, which the action pod keeps)."""
+    ref = spec.image.split("@", 1)[0]
+    tag = ref.rsplit(":", 1)[1] if ":" in ref.rsplit("/", 1)[-1] else None
+    if "@" not in spec.image and tag in (None, "latest"):
+        raise InputError(f"function {spec.name}: image {spec.image} is {'untagged' if tag is None else ':latest'}: "
+                         "an OpenWhisk action pod sets no imagePullPolicy, so Kubernetes would pull it on every "
+                         "cold start; tag the image (e.g. :0.1.0) or pin it by digest", field="image")
+
+
 def container_name(invoker: int, seq: int, namespace: str, action: str) -> str:
     """A pod name like the invoker's ``ContainerFactory.containerNamePrefix`` + a sequence
     (``wsk<invoker>-<n>-<namespace>-<action>``), sanitised to a DNS label."""
@@ -63,8 +78,13 @@ def action_pod(
     scheduler_name: str | None = None,
     namespace: str = "openwhisk",
     node_affinity: bool = True,
+    release: str = "owdev",
 ) -> dict[str, Any]:
-    """The pending Pod (API JSON) for one container of ``spec``'s action, before it is bound."""
+    """The pending Pod (API JSON) for one container of ``spec``'s action, before it is bound.
+    Refuses an image tagged ``:latest`` (or untagged): WhiskPodBuilder sets no
+    ``imagePullPolicy``, so Kubernetes would pull such an image on every cold start
+    (``Always``), while every backend here takes a node's cached image as cached."""
+    check_action_image(spec)
     memory = f"{action_memory_mb(spec)}Mi"
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Always",
@@ -72,7 +92,6 @@ def action_pod(
             {
                 "name": "user-action",
                 "image": spec.image,
-                "imagePullPolicy": "IfNotPresent",
                 "ports": [{"name": "action", "containerPort": 8080, "protocol": "TCP"}],
                 "resources": {"limits": {"memory": memory}, "requests": {"memory": memory}},
                 "env": [
@@ -101,12 +120,12 @@ def action_pod(
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {"name": name, "user-action-pod": "true", "invoker": invoker,
-                       "scoretune.io/function": spec.name},
+            "labels": {"name": name, "user-action-pod": "true", "invoker": invoker, "release": release},
         },
         "spec": pod_spec,
     }
 
 
 __all__ = ["ACTION_LOG_LIMIT_MB", "INVOKER_ROLE", "MIN_ACTION_MEMORY_MB", "action_concurrency", "action_memory_mb", "action_pod",
+           "check_action_image",
            "container_name"]

@@ -15,12 +15,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from functions.openwhisk_action import ACTION_LOG_LIMIT_MB, action_concurrency, action_memory_mb
+from functions.openwhisk_action import (
+    ACTION_LOG_LIMIT_MB,
+    action_concurrency,
+    action_memory_mb,
+    check_action_image,
+)
 from testbed.errors import TestbedError
 
 
 def action_body(spec: Any, *, timeout_s: float = 60.0) -> dict[str, Any]:
-    """The action document for a :class:`functions.spec.FunctionSpec`."""
+    """The action document for a :class:`functions.spec.FunctionSpec` (an image the invokers' pods
+    would pull on every cold start, ``:latest`` or untagged, is refused: one line naming it)."""
+    check_action_image(spec)
     # the chart's limits.actions.memory.min is 128m; the role raises the max (openwhisk_action_memory_max)
     return {
         "exec": {"kind": "blackbox", "image": spec.image},

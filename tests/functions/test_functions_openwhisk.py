@@ -156,3 +156,30 @@ def test_one_image_serves_both_platforms(tmp_path):
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_the_action_pod_is_whiskpodbuilders():
+    """WhiskPodBuilder at ef725a6 sets no imagePullPolicy and the labels name, user-action-pod and
+    (KubernetesContainerFactory) invoker and release; memory request = limit, no CPU (issue 45, item 7)."""
+    import dataclasses
+
+    import pytest
+
+    from functions.errors import InputError
+    from functions.openwhisk_action import action_memory_mb, action_pod
+    from functions.spec import discover_specs
+
+    spec = discover_specs()["float-ops"]
+    pod = action_pod(spec, name="wsk0-1-guest-float-ops", invoker="invoker0", release="owdev")
+    container = pod["spec"]["containers"][0]
+    assert "imagePullPolicy" not in container
+    assert pod["metadata"]["labels"] == {"name": "wsk0-1-guest-float-ops", "user-action-pod": "true",
+                                         "invoker": "invoker0", "release": "owdev"}
+    memory = f"{action_memory_mb(spec)}Mi"
+    assert container["resources"] == {"limits": {"memory": memory}, "requests": {"memory": memory}}
+    # with no pull policy Kubernetes pulls :latest (or an untagged image) on every cold start: refused
+    for image in ("ghcr.io/me/fn:latest", "ghcr.io/me/fn", "localhost:5000/fn"):
+        with pytest.raises(InputError, match=f"function float-ops: image {image} is .*every cold start"):
+            action_pod(dataclasses.replace(spec, image=image), name="p")
+    for image in ("localhost:5000/fn:1", "ghcr.io/me/fn@sha256:" + "a" * 64):
+        action_pod(dataclasses.replace(spec, image=image), name="p")
