@@ -40,6 +40,10 @@ class OpenWhiskConfig:
     """Invoker -> Kafka -> controller -> client for one result (the active ack)."""
     pod_create_delay_s: float = 0.1
     """Invoker -> API server -> scheduler queue for a new action pod."""
+    health_test_s: float = 0.05
+    """How long an unhealthy invoker's health-test action takes to come back (a trivial nodejs
+    action, ``function main(params) { return params; }``, on a warm container: dispatch, run,
+    ack). Its container's pod is not modelled (testbed.openwhisk.health)."""
 
     def seen_ready(self, created_s: float, up_s: float) -> float:
         """When the invoker sees a pod created at ``created_s`` and up at ``up_s`` Ready: at its
@@ -54,6 +58,8 @@ class OpenWhiskConfig:
             raise InputError(
                 f"an OpenWhisk deployment needs invokers >= 0, user memory >= 128 MB and controllers >= 1, "
                 f"not {self.invokers}, {self.user_memory_mb} and {self.controllers}", field="openwhisk")
+        if not self.health_test_s > 0:
+            raise InputError(f"health_test_s must be > 0, not {self.health_test_s}", field="openwhisk")
         for name in ("managed_fraction", "blackbox_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise InputError(f"{name} must be within [0, 1], not {getattr(self, name)}", field="openwhisk")

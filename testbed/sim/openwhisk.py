@@ -18,9 +18,12 @@ removed, its pod deleted. A pod not Ready within ``pod_start_timeout_s`` fails i
 Execution is the Knative model's (:mod:`testbed.sim.kernel`): each activation is single-threaded
 CPU work at the node's speed, sharing the node's cores fairly with every other CPU-busy
 activation there (no CPU limit on action pods), then its I/O wait; the benchmark's structural
-mismatch (interference, load slowdown, per-node network latency) applies the same way. Not
-modelled: memory errors (a container runs at most its action's concurrency, within its limit),
-prewarm stem cells (a blackbox action never takes one), invoker health and the controller's
+mismatch (interference, load slowdown, per-node network latency) applies the same way. Each
+invoker's health is the controller's (:mod:`testbed.openwhisk.health`): more than 3 system errors
+(pods not Ready in time) among its last 10 activations make it unhealthy, the balancer passes it
+over (503 when no invoker is left) and health-test actions bring it back. Not modelled: memory
+errors (a container runs at most its action's concurrency, within its limit), prewarm stem cells
+(a blackbox action never takes one), the health-test action's own pod, and the controller's
 active-ack timeout.
 """
 
@@ -44,6 +47,7 @@ from functions.openwhisk_action import (
 from functions.spec import FunctionSpec
 from testbed.openwhisk.balancer import Balancer
 from testbed.openwhisk.config import OpenWhiskConfig
+from testbed.openwhisk.health import TEST_ACTION_PERIOD_S, InvokerHealth, Result
 from testbed.openwhisk.pool import Container, ContainerPool, Placement
 from testbed.scheduler.objects import normalized_image_name, pod_from_k8s
 from testbed.sim import kernel as K
@@ -65,7 +69,7 @@ if TYPE_CHECKING:
     from testbed.cluster import ClusterSpec
     from testbed.scheduler.config import Profile
 
-E_RUN, E_SCHED, E_INIT, E_CPU, E_IO, E_IDLE = range(6)
+E_RUN, E_SCHED, E_INIT, E_CPU, E_IO, E_IDLE, E_HEALTH, E_TICK = range(8)
 
 
 class OpenWhiskSimulation:
@@ -120,6 +124,7 @@ class OpenWhiskSimulation:
                                  blackbox_fraction=self.ow.blackbox_fraction, controllers=self.ow.controllers,
                                  seed=seed)
         self.pools = [ContainerPool(self.ow.user_memory_mb) for _ in range(n_inv)]
+        self.health = [InvokerHealth() for _ in range(n_inv)]
 
         # per node processor sharing: virtual work per active activation, its rate, a heap of finishes
         self.cores = [x.cpu_milli / 1000.0 for x in nodes]
@@ -202,6 +207,12 @@ class OpenWhiskSimulation:
                 self._cpu_done(node, now)
         elif kind == E_IO:
             self._finish(data, now)
+        elif kind == E_HEALTH:  # a health-test action came back: a success
+            self._health(data, Result.SUCCESS, now)
+        elif kind == E_TICK:  # the minute timer of an unhealthy invoker
+            if not self.health[data].usable:
+                self._push(now + self.ow.health_test_s, E_HEALTH, data)
+                self._push(now + TEST_ACTION_PERIOD_S, E_TICK, data)
         elif kind == E_IDLE:
             inv, c = data
             if self.pools[inv].expire(c, now, self.ow.idle_timeout_s):
@@ -295,12 +306,25 @@ class OpenWhiskSimulation:
         for i in self.waiting.pop(id(c), []):
             self._execute(i, c, now)
 
+    def _health(self, inv: int, result: Result, now: float) -> None:
+        """One activation's result in the invoker's health (testbed.openwhisk.health): an
+        unhealthy invoker takes no activations and is sent health-test actions."""
+        h = self.health[inv]
+        was = h.state
+        if h.record(result):
+            self._push(now + self.ow.health_test_s, E_HEALTH, inv)
+        if h.state is not was:
+            self.balancer.healthy[inv] = h.usable
+            if not h.usable:
+                self._push(now + TEST_ACTION_PERIOD_S, E_TICK, inv)
+
     def _fail(self, inv: int, c: Container, now: float) -> None:
         for i in self.waiting.pop(id(c), []):
             self.status[i], self.finish[i] = K.ST_ERROR, now + self.ow.ack_s
             self.fault[i] = FAULT_POD_NOT_READY
             f = int(self.fn[i])
             self.balancer.release(inv, self.ow.namespace, self.fnames[f], self.memory_mb[f], self.concurrency[f])
+            self._health(inv, Result.SYSTEM_ERROR, now)  # statusCode 3: a system error of the invoker
         self.pools[inv].fail(c)
         self._delete_pod(c, now)
         self._drain(inv, now)
@@ -325,6 +349,7 @@ class OpenWhiskSimulation:
         self.status[i], self.finish[i] = K.ST_OK, now + self.ow.ack_s
         f = int(self.fn[i])
         self.balancer.release(inv, self.ow.namespace, self.fnames[f], self.memory_mb[f], self.concurrency[f])
+        self._health(inv, Result.SUCCESS, now)
         self.pools[inv].done(c, now)
         if c.active == 0:
             self._push(now + self.ow.idle_timeout_s, E_IDLE, (inv, c))

@@ -35,8 +35,11 @@ The record carries ``waitTime`` (arrival to the container taking the activation)
 (the cold start's ``/init``, with the handler's load time the agent measured while the pod came
 up: the lab's agent answers once the handler is loaded), ``duration`` (init and run) and the
 result, in which the action proxy names the node, pod and whether it was the container's first.
-Not modelled, as in the simulator: prewarm stem cells (a blackbox action never takes one),
-invoker restarts, the activation store beyond this process's memory, throttling.
+Each invoker's health is the controller's (:mod:`testbed.openwhisk.health`, as in the simulator):
+more than 3 whisk errors among its last 10 activations make it unhealthy until health-test
+actions succeed. Not modelled, as in the simulator: prewarm stem cells (a blackbox action never
+takes one), the health-test action's own pod, invoker restarts, the activation store beyond this
+process's memory, throttling.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ from testbed.local.state import LabState
 from testbed.openwhisk.balancer import Balancer
 from testbed.openwhisk.config import OpenWhiskConfig
 from testbed.openwhisk.faults import ABNORMAL_INIT, ABNORMAL_RUN, IMAGE_PULL, NO_INVOKERS, POD_NOT_READY
+from testbed.openwhisk.health import TEST_ACTION_PERIOD_S, InvokerHealth, Result
 from testbed.openwhisk.pool import Container, ContainerPool, Placement
 
 log = logging.getLogger(__name__)
@@ -199,8 +203,40 @@ class WhiskController(LabControl):
         self.activations = {}
         self.history = []
         self.events = []
+        self.health = [InvokerHealth() for _ in range(self.n_invokers)]
+        """Each invoker's health as the controller judges it from its results (testbed.openwhisk.health)."""
         for i in range(self.n_invokers):
             self.balancer.healthy[i] = self.node_ready.get(self._invoker_node(i), True)
+
+    def _record_health(self, inv: int, code: int) -> None:
+        """One completed activation in the invoker's health: a whisk error (3) is a system error.
+        An invoker that turns unhealthy takes no activations and is sent health-test actions (at
+        once, after each success, and every minute), which succeed while its node is up."""
+        if not 0 <= inv < len(self.health):
+            return
+        h = self.health[inv]
+        was = h.state
+        if h.record(Result.SYSTEM_ERROR if code == 3 else Result.SUCCESS):
+            self._spawn(self._health_test(inv, h))
+        if h.state is not was:
+            node_up = self.node_ready.get(self._invoker_node(inv), True)
+            self.balancer.healthy[inv] = h.usable and node_up
+            log.warning("invoker%d is %s (%d system errors among its last %d activations)", inv, h.state,
+                        sum(1 for r in h.buffer if r is Result.SYSTEM_ERROR), len(h.buffer))
+            if not h.usable:
+                self._spawn(self._health_ticks(inv, h))
+
+    async def _health_test(self, inv: int, h: InvokerHealth) -> None:
+        await asyncio.sleep(self.ow.health_test_s)
+        if h is self.health[inv] and self.node_ready.get(self._invoker_node(inv), True):  # not reset meanwhile
+            self._record_health(inv, 0)
+
+    async def _health_ticks(self, inv: int, h: InvokerHealth) -> None:
+        while True:
+            await asyncio.sleep(TEST_ACTION_PERIOD_S)
+            if h is not self.health[inv] or h.usable:
+                return
+            self._spawn(self._health_test(inv, h))
 
     def _invoker_node(self, invoker: int) -> str:
         return self.invoker_nodes[invoker % len(self.invoker_nodes)] if self.invoker_nodes else ""
@@ -293,6 +329,7 @@ class WhiskController(LabControl):
         }
         if release and act.invoker >= 0:
             self.balancer.release(act.invoker, self.ow.namespace, act.action, action.memory_mb, action.concurrency)
+            self._record_health(act.invoker, code)
         act.done.set_result(act.record)
 
     # --- invoker ------------------------------------------------------------------------------
@@ -483,7 +520,14 @@ class WhiskController(LabControl):
 
     # --- API ----------------------------------------------------------------------------------
     def invokers(self) -> dict[str, str]:
-        return {f"invoker{i}/{i}": "up" if self.balancer.healthy[i] else "down" for i in range(self.n_invokers)}
+        """``GET /invokers``: ``up``, ``unhealthy`` (its results, testbed.openwhisk.health) or
+        ``down`` (its node lost)."""
+        def state(i: int) -> str:
+            if self.balancer.healthy[i]:
+                return "up"
+            return "down" if not self.node_ready.get(self._invoker_node(i), True) else str(self.health[i].state)
+
+        return {f"invoker{i}/{i}": state(i) for i in range(self.n_invokers)}
 
     def _action_doc(self, a: Any, *, full: bool) -> dict[str, Any]:
         """An action as ``GET .../actions[/NAME]`` shows it (``WhiskActionMetaData``; ``exec`` only

@@ -308,6 +308,24 @@ def test_activations_queued_on_a_cold_concurrent_container_wait_through_its_init
     _with_lab("openwhisk", tmp_path, body)
 
 
+def test_an_invokers_system_errors_turn_it_unhealthy_until_its_health_test(tmp_path):
+    """InvokerSupervision (testbed.openwhisk.health): a whisk error (a pod that did not start) is a
+    system error of its invoker; just after a (re)start one is enough (the buffer holds the two
+    health tests), the invoker is unhealthy and takes nothing, and the health-test action sent at
+    once brings it back."""
+    async def body(client: TestClient, fake: FakeLab, state: LabState) -> None:
+        user, key = (state.read_guest_key() or "").split(":")
+        fake.start_failures.append("the function server exited before it answered")
+        record = await (await client.post(f"{ACTION}?blocking=true", json={}, headers=_basic(user, key))).json()
+        assert record["response"]["statusCode"] == 3
+        states = await (await client.get("/invokers")).json()
+        assert sorted(states.values()) == ["unhealthy", "up"], states
+        await asyncio.sleep(0.3)  # the health test (50 ms) succeeded: healthy again
+        assert sorted((await (await client.get("/invokers")).json()).values()) == ["up", "up"]
+
+    _with_lab("openwhisk", tmp_path, body)
+
+
 @pytest.mark.parametrize("platform", ["knative", "openwhisk"])
 def test_the_lab_description_picks_the_controller(tmp_path, platform):
     from testbed.local.controllers.__main__ import controller_for

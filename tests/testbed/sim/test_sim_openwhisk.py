@@ -181,3 +181,28 @@ def test_a_pod_that_does_not_start_in_time_is_scored_under_the_one_fault_rule(tm
     assert s["fault_rule"]["verdict"] == "scored" and s["fault_rule"]["counts"] == {"pod-not-ready": 2}
     assert result.requests["error"].str.contains("Failed to run container with image").all()
     assert (result.requests["http_status"] == 500).all()
+
+
+def test_an_invoker_its_pod_start_failures_made_unhealthy_is_passed_over_until_its_health_test(tmp_path) -> None:
+    """InvokerSupervision (testbed.openwhisk.health): pods not Ready in time are system errors; the
+    one invoker turns unhealthy, the controller answers 503 while no invoker is usable, and the
+    health-test action brings it back. Under the one fault rule the 503s follow the run's own
+    pod-start failures, so the run is scored, not void."""
+    from testbed.sim.backend import SimBackend
+
+    spec = make_spec("a", cc=1, cpu_mean=0.01, start_s=3.0, init_s=0.1)
+    cluster = make_cluster([{"name": "n", "count": 1, "cpu": "2", "memory": "4Gi", "images": ["registry.example/a:1"]}])
+    t = np.arange(0.0, 20.0, 0.25)
+    wl = make_workload(t, ["a"] * len(t))
+    backend = SimBackend(cluster, functions={"a": spec}, config=ow(pod_start_timeout_s=1.0, health_test_s=1.0))
+    result = backend.run(wl, tmp_path / "run")
+    req = result.requests
+    refused = req[req["http_status"] == 503]
+    assert len(refused) > 0 and (refused["scheduled_s"] > 1.0).all()  # only after the first failure
+    # its system errors stay in the buffer until the tests' successes push all but 3 out (one
+    # test a second here): then it takes activations again
+    taken_again = req[(req["scheduled_s"] > refused["scheduled_s"].min()) & (req["http_status"] != 503)]
+    assert len(taken_again) > 0 and taken_again["scheduled_s"].min() > refused["scheduled_s"].min() + 5.0
+    rule = result.summary["fault_rule"]
+    assert not result.summary["failed"] and rule["verdict"] == "scored"
+    assert rule["counts"]["invoker-unhealthy-after-pod-start-failures"] == len(refused)
