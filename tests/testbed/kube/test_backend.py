@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -231,8 +232,11 @@ def test_a_scheduler_that_never_gets_ready_times_out_and_is_rolled_back(fake):
     with pytest.raises(TestbedError) as err:
         backend.apply(SPREAD)
     msg = str(err.value)
-    assert msg.startswith("timed out after 0 s waiting for 1 old replica(s) to terminate (Deployment "
-                          "kube-system/scoretune-scheduler, the new configuration ")
+    # what it was still waiting for at the deadline depends on how far the fake's Deployment
+    # controller got in 0.3 s on a loaded machine; either way it names it and the configuration
+    assert re.match(r"timed out after 0 s waiting for (1 old replica\(s\) to terminate|the Deployment controller "
+                    r"to observe the change) \(Deployment kube-system/scoretune-scheduler, the new configuration ",
+                    msg), msg
     assert "rolled back" in msg
     calls = squeeze(fake.calls)
     assert calls[:3] == [f"GET {DEP}", f"POST {CMS}", f"PATCH {DEP}"]
