@@ -49,7 +49,7 @@ KUBE_FLOORS = (
     ("image_reset",),
     ("rollout",),
     ("watch", "render"),
-    ("faults", "pulls"),
+    ("faults", "pulls", "openwhisk_preflight"),
     ("access", "nodes", "images", "api", "openwhisk", "inventory", "versions"),
 )
 """``testbed/kube``'s rooms, top to bottom: the backend composes its jobs (the reset, the rollout,

@@ -199,6 +199,46 @@ def status_cmd(
         backend.close()
 
 
+@app.command("openwhisk-preflight")
+def openwhisk_preflight_cmd(
+    core_nodes: str = typer.Option(..., "--core-nodes", help="Comma-separated nodes the core components are pinned to."),
+    invoker_nodes: str = typer.Option(..., "--invoker-nodes", help="Comma-separated nodes that run invokers and action pods."),
+    user_memory: str = typer.Option(..., "--user-memory", help="Each invoker's whisk.containerPool.userMemory (e.g. 4096m)."),
+    kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="Kubeconfig of the lab (default: ~/.kube/config)."),
+    context: str | None = typer.Option(None, "--context", help="Kubeconfig context."),
+) -> None:
+    """Check the cluster's nodes before OpenWhisk goes on them (ansible/openwhisk.yml runs it): the
+    core node's memory, the invokers' user memory against the invoker nodes'. One line per problem
+    naming the node and the numbers; exit 1 if there is any."""
+    import re
+    import sys
+
+    from kubernetes import client, config
+
+    from testbed.kube.openwhisk_preflight import preflight_problems
+
+    size = re.fullmatch(r"\s*(\d+)\s*([mMgG])[bB]?\s*", user_memory)  # OpenWhisk's ByteSize: m = MiB, g = GiB
+    if size is None:
+        raise typer.BadParameter(f"not a memory size: {user_memory!r} (e.g. 4096m)", param_hint="--user-memory")
+    user_mib = int(size.group(1)) * (1024 if size.group(2) in "gG" else 1)
+    try:
+        api = config.new_client_from_config(config_file=kubeconfig, context=context)
+        nodes = client.CoreV1Api(api).list_node(_request_timeout=30).items or []
+    except (config.ConfigException, OSError, TypeError) as err:
+        raise TestbedError(f"{kubeconfig or '~/.kube/config'}: cannot load the kubeconfig ({err})") from None
+    except client.ApiException as err:
+        raise TestbedError(f"listing the nodes failed: HTTP {err.status} {err.reason}") from None
+    split = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
+    problems = preflight_problems([client.ApiClient().sanitize_for_serialization(n) for n in nodes],
+                                  core_nodes=split(core_nodes), invoker_nodes=split(invoker_nodes),
+                                  user_memory_mib=user_mib)
+    for line in problems:
+        print(f"scoretune: {line}", file=sys.stderr)
+    if problems:
+        raise typer.Exit(1)
+    typer.echo(f"OpenWhisk fits: core on {core_nodes}, {len(split(invoker_nodes))} invoker(s) of {user_mib} MiB user memory")
+
+
 @app.command("check-inventory")
 def check_inventory_cmd(
     inventory: Path = typer.Argument(..., help="The lab's Ansible inventory (INI or YAML)."),

@@ -737,10 +737,11 @@ OPENWHISK_TEMPLATE_DIR = "/etc/scoretune"
 OPENWHISK_CORE: tuple[tuple[str, str], ...] = (
     ("StatefulSet", "controller"), ("StatefulSet", "kafka"), ("StatefulSet", "zookeeper"),
     ("Deployment", "couchdb"), ("Deployment", "redis"), ("Deployment", "apigateway"), ("Deployment", "nginx"),
-    ("Deployment", "alarmprovider"), ("Deployment", "kafkaprovider"),
 )
-"""The chart's components that run by default besides the invokers (openwhisk-deploy-kube
-``helm/openwhisk/templates/*-pod.yaml`` at the pinned commit), by kind and name suffix."""
+"""The chart's components that run besides the invokers (openwhisk-deploy-kube
+``helm/openwhisk/templates/*-pod.yaml`` at the pinned commit), by kind and name suffix; the alarm
+and kafka providers are not among them: ansible/roles/openwhisk turns them off
+(``providers.*.enabled: false``)."""
 
 
 def openwhisk_core_pins(release: str = "owdev", *, namespace: str = "openwhisk") -> list[dict[str, Any]]:

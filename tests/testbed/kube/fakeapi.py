@@ -159,6 +159,8 @@ class FakeKube:
         self.functions = functions
         self.domain = domain
         self.nodes = nodes
+        self.node_memory: dict[str, str] = {}
+        """A node's allocatable memory when not the default 8Gi."""
         self.calls: list[str] = []
         self.ingress_requests: dict[str, int] = {}
         self.bodies: list[tuple[str, Any]] = []
@@ -712,7 +714,7 @@ class FakeKube:
                     conditions[n] = [c for c in conditions[n] if c["type"] not in overrides] + list(overrides.values())
         items = [{"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
                   "spec": {"unschedulable": True} if n in self.cordoned else {},
-                  "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                  "status": {"allocatable": {"cpu": "4", "memory": self.node_memory.get(n, "8Gi"), "pods": "110"},
                              "conditions": conditions[n],
                              "images": [{"names": sorted((*i["tags"], *i["digests"])), "sizeBytes": 139460608}
                                         for i in self.cri[n].images],

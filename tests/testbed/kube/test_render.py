@@ -196,7 +196,7 @@ def test_openwhisk_core_components_are_required_on_the_core_node(documents):
     patches = documents["openwhisk/core-pins.yaml"]
     names = {p["metadata"]["name"] for p in patches}
     assert names == {f"owdev-{n}" for n in ("controller", "kafka", "zookeeper", "couchdb", "redis", "apigateway",
-                                             "nginx", "alarmprovider", "kafkaprovider")}
+                                             "nginx")}
     assert "owdev-invoker" not in names
     for patch in patches:
         name = patch["metadata"]["name"]
