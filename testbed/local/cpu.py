@@ -226,14 +226,18 @@ class CgroupLimiter:
         self.created.clear()
 
 
-def remove_cgroup(path: str | Path, *, timeout_s: float = 3.0) -> bool:
-    """Remove a cgroup directory, deepest children first; waits for exiting tasks to leave."""
+def remove_cgroup(path: str | Path, *, timeout_s: float = 3.0, kill_tasks: bool = False) -> bool:
+    """Remove a cgroup directory, deepest children first; waits for exiting tasks to leave.
+    ``kill_tasks``: the group is the lab's own, so any task still in it when the wait runs out
+    (an instance whose agent died before recording it, a process that ignored its stop) is a
+    process of the lab: SIGKILL it and wait once more, rather than leave the group behind."""
     path = Path(path)
     if not path.exists():
         return True
     for child in sorted((p for p in path.iterdir() if p.is_dir()), key=lambda p: -len(p.parts)):
-        remove_cgroup(child, timeout_s=timeout_s)
+        remove_cgroup(child, timeout_s=timeout_s, kill_tasks=kill_tasks)
     deadline = time.monotonic() + timeout_s
+    killed = False
     while True:
         try:
             path.rmdir()
@@ -242,9 +246,29 @@ def remove_cgroup(path: str | Path, *, timeout_s: float = 3.0) -> bool:
             return True
         except OSError as err:
             if time.monotonic() > deadline:
+                if kill_tasks and not killed:
+                    killed = True
+                    n = _kill_tasks(path)
+                    log.warning("cgroup %s still held %d task(s): killed them", path, n)
+                    deadline = time.monotonic() + timeout_s
+                    continue
                 log.warning("cannot remove cgroup %s: %s", path, err.strerror)
                 return False
             time.sleep(0.05)
+
+
+def _kill_tasks(path: Path) -> int:
+    """SIGKILL every task of the cgroup ``path``; how many there were."""
+    try:
+        pids = [int(x) for x in (path / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return 0
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(pids)
 
 
 class DutyCycleLimiter:

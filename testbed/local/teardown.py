@@ -84,7 +84,7 @@ def _down(state: LabState) -> dict[str, int]:
         for key, n in remove(state.root, lab).items():
             stopped[key] = n
     for path in sorted(state.cgroups(), key=lambda p: -len(Path(p).parts)):
-        if Path(path).exists() and cpu.remove_cgroup(path):
+        if Path(path).exists() and cpu.remove_cgroup(path, kill_tasks=True):
             stopped["cgroups"] += 1
     # instances whose records were not written yet (the agent died mid-spawn) die with their agent
     # (PDEATHSIG); cgroups they were in are gone above.
