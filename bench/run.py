@@ -199,13 +199,39 @@ def main() -> int:
         failures.append(f"grid: {m.error}")
         out.append(f"FAILED: {m.error}")
     out += ["", f"Command: `{m.shown}` (not pinned: both engines use two worker processes).", ""]
+    # --- the embedded lab: the container runtime against the process runtime ----------------
+    out += ["## Embedded lab overhead: the container runtime against the process runtime", ""]
+    proc_m = measure([st, "bench", "lab"], timeout_s=900, pin=False)
+    cont_m = measure([st, "bench", "lab", "--runtime", "containers"], timeout_s=1800, pin=False)
+    rows = [("lab up (s)", "lab_up_s"), ("first cold start, through the ingress (s)", "cold_start_s"),
+            ("instance start, image cached: p50 (s)", "instance_start_p50_s"),
+            ("instance start, image cached: max (s)", "instance_start_max_s"),
+            ("ingress overhead over a direct call, p50 (ms)", "ingress_overhead_p50_ms"),
+            ("the lab's own CPU per request at the lab workload's rate (ms)", "lab_cpu_ms_per_request")]
+    if proc_m.result and cont_m.result:
+        out += ["| | process runtime | container runtime | containers / process |", "|---|---:|---:|---:|"]
+        for label, key in rows:
+            a, b = proc_m.result.get(key), cont_m.result.get(key)
+            ratio = f"{b / a:.1f}×" if isinstance(a, int | float) and isinstance(b, int | float) and a > 0 else "—"
+            out.append(f"| {label} | {a} | {b} | {ratio} |")
+        out += ["", f"Load: the lab workload ({cont_m.result.get('load_rate_per_s')} requests/s, "
+                f"{cont_m.result.get('load_requests')} requests) on a one-node lab (2 cores, 4Gi, the workload's "
+                "images cached). The instance start on the container runtime is runc create + start until the "
+                "function server answers (overlay mount, namespaces, the node's cgroup); on the process runtime, "
+                "a process. The lab's CPU is the controller's and the node agent's (user + system), not the "
+                "instances'."]
+    for m in (proc_m, cont_m):
+        if m.error:
+            failures.append(f"{m.shown}: {m.error}")
+            out.append(f"\nFAILED `{m.shown}`: {m.error}")
+    out += ["", f"Commands: `{proc_m.shown}` (the reference) and `{cont_m.shown}` (root, `make setup-containers`), "
+            "not pinned: the lab's processes and Locust share the machine's cores.", ""]
     # --- the other inner loops: figures without an outside reference --------------------------
     out += ["## Other costs (no outside reference)", "",
             "Measured in the same run; each is what a user of that part pays, printed as the command gave it.", ""]
     for title, cmd in (
         ("Function runtime", [st, "bench", "functions"]),
         ("Tuning agent (environment step on the simulator, tuner overhead, policy inference)", [st, "bench", "agent"]),
-        ("Embedded lab (start-up, cold start, ingress overhead)", [st, "bench", "lab"]),
     ):
         m = measure(cmd, timeout_s=900)
         out += [f"### {title}", "", f"Command: `{m.shown}`", ""]
