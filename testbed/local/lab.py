@@ -320,6 +320,9 @@ def up(
         logs = "\n".join(f"--- {p.name}\n{_tail(p)}" for p in sorted(state.logs_dir.glob("*.log")) if p.stat().st_size)
         down(state.root)
         raise TestbedError(f"the lab did not start: {err}\n{logs}") from None
+    except BaseException:  # a TestbedError of the bring-up, an interrupt: nothing may stay (its cgroup included)
+        down(state.root)
+        raise
     return handle
 
 

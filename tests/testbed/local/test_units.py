@@ -251,3 +251,32 @@ def test_a_lab_cgroup_still_holding_a_task_is_removed_by_killing_it():
         proc.kill()
         proc.wait()
         cpu.remove_cgroup(root, kill_tasks=True)
+
+
+def test_a_lab_whose_bring_up_fails_with_a_testbed_error_leaves_no_cgroup(tmp_path, monkeypatch):
+    """``up`` tears down whatever ``prepare`` made when the bring-up raises anything, not only the
+    errors it rewraps (a TestbedError of the container bring-up left the lab's cgroup and state)."""
+    from testbed.errors import TestbedError
+    from testbed.local import lab as labmod
+    from testbed.local.state import LabState
+
+    if cpu.detect().mode == "duty-cycle":
+        pytest.skip("no writable cgroup here")
+
+    def broken(*args, **kwargs):
+        raise TestbedError("the registry did not start")
+
+    made = []
+    real = cpu.CgroupLimiter.make_lab_group
+
+    def recording(mode, name):
+        made.append(real(mode, name))
+        return made[-1]
+
+    monkeypatch.setattr(labmod, "start_agents", broken)
+    monkeypatch.setattr(cpu.CgroupLimiter, "make_lab_group", staticmethod(recording))
+    root = tmp_path / "state"
+    with pytest.raises(TestbedError, match="the registry did not start"):
+        labmod.up("lab-small", state_dir=root, port=0)
+    assert len(made) == 1 and not made[0].exists(), f"left behind: {made}"
+    assert LabState(root).cgroups() == []
