@@ -82,7 +82,7 @@ FAULTS: tuple[Fault, ...] = (
           "more than 3 of an invoker's last 10 activations were system errors its placements caused"),
     Fault("no-invoker", "HTTP 503 \"No invokers available.\" with no pod-start failure", Verdict.VOID,
           "the platform: no invoker was usable"),
-    Fault("invoker-not-up", "an invoker down, unhealthy or unresponsive after the run with no pod-start failure",
+    Fault("invoker-not-up", "an invoker down after the run, or unhealthy or unresponsive with no pod-start failure",
           Verdict.VOID, "the platform: an invoker failed"),
     Fault("throttled", "HTTP 429: the controller's invocation limits", Verdict.VOID,
           "the deployment's limits are below the workload"),
