@@ -155,19 +155,27 @@ def main() -> int:
     out += ["", f"Command: `{m.shown}`. Reference: `python bench/ref_simpy.py` — {ref.result.get('reference') if ref.result else 'FAILED'}: "
             f"{fmt(ref_rate)} invocations/s. It models far less (no autoscaler, scheduler, cold starts or processor sharing), "
             "so the ratio flatters the reference.", ""]
-    # the OpenWhisk platform: a pure-Python event loop (balancer, container pools), same reference
-    m = measure([st, "bench", "sim", "--platform", "openwhisk", "--repeat", "1", "--json"])
+    # the OpenWhisk platform: its own compiled loop (balancer, container pools, invoker health),
+    # against the Knative kernel's rate measured above on the same workloads (issue 45: >= 0.5x)
+    knative = {s["name"]: s.get("invocations_per_s") for s in (m.result or {}).get("scenarios", [])}
+    m = measure([st, "bench", "sim", "--platform", "openwhisk", "--json"])
     out += ["## Simulator on OpenWhisk: completed invocations per wall second (one core)", "",
-            "| scenario | nodes | invocations | invocations/s | simulated s per wall s | vs SimPy reference |",
-            "|---|---:|---:|---:|---:|---:|"]
+            "| scenario | nodes | invocations | invocations/s | simulated s per wall s | vs SimPy reference "
+            "| vs the Knative kernel | target | met |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|:-:|"]
     if m.result:
-        out += [sim_row(s, ref_rate) for s in m.result.get("scenarios", [])]
+        for s in m.result.get("scenarios", []):
+            rate, ref_k = s.get("invocations_per_s"), knative.get(s["name"])
+            ratio = rate / ref_k if rate and ref_k else None
+            out.append(sim_row(s, ref_rate) + f" {f'{ratio:.2f}×' if ratio else '—'} | 0.5× | "
+                       f"{'—' if ratio is None else ('yes' if ratio >= 0.5 else 'no')} |")
     else:
         failures.append(f"sim --platform openwhisk: {m.error}")
-        out.append(f"| FAILED: {m.error} | | | | | |")
-    out += ["", f"Command: `{m.shown}`, the same workloads and the same SimPy reference as above. OpenWhisk's "
-            "simulation (testbed/sim/openwhisk.py) is an event loop in Python, not the numba kernel: no target is set "
-            "for it.", ""]
+        out.append(f"| FAILED: {m.error} | | | | | | | | |")
+    out += ["", f"Command: `{m.shown}`, the same workloads, the same SimPy reference and the same best-of-3 as "
+            "above; the Knative kernel's rate is the table above's, from the same session. OpenWhisk's simulation "
+            "is its own compiled loop (testbed/sim/openwhisk_kernel.py), whose runs are the Python loop's it "
+            "replaced bit for bit (tests/testbed/sim/test_sim_openwhisk_vectors.py).", ""]
 
     # --- replay ----------------------------------------------------------------------------
     m = measure([st, "bench", "replay", "--json"], timeout_s=1800)

@@ -1,6 +1,7 @@
 """An invoker's health as the controller sees it, ported from apache/openwhisk
 ``core/controller/.../loadBalancer/InvokerSupervision.scala`` at ef725a6 (``InvokerActor``),
-shared by the simulator and the embedded lab.
+run by the embedded lab's controller (the simulator's compiled loop, testbed.sim.openwhisk_kernel,
+takes the same steps).
 
 Every completed activation is one result in a ring buffer of the invoker's last 10
 (``bufferSize``): a *system error* when its statusCode is 3 (a whisk error: the ack's

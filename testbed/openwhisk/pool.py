@@ -15,7 +15,8 @@ ContainerPool.scala (``receive`` on ``Run``, ``NeedWork``, ``ContainerRemoved``;
 
 A container idle for ``idle_timeout_s`` (ContainerProxy's ``pause-grace``, 10 s, then
 ``idle-container``, 10 minutes) is removed; the least recently *dispatched* idle ones go first
-when memory is needed. The pool only decides; the caller (the simulator) owns time, pods and execution.
+when memory is needed. The pool only decides; the caller (the embedded lab's controller) owns time, pods and execution;
+the simulator's compiled loop (testbed.sim.openwhisk_kernel) takes the same steps over arrays.
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def bench_sim(
     json_out: bool = typer.Option(False, "--json", help="Print JSON (the only output format)."),
     repeat: int = typer.Option(3, "--repeat", min=1, help="Timed evaluations per scenario (the best is reported)."),
     platform: Platform = typer.Option(DEFAULT_PLATFORM, "--platform", help="The platform simulated: Knative's "
-                                      "kernel, or OpenWhisk's event loop."),
+                                      "kernel, or OpenWhisk's."),
 ) -> None:
     """Completed invocations per wall second of `evaluate` (one core, JIT warm-up excluded)."""
     from testbed.cluster import load_cluster

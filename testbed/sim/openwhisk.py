@@ -15,7 +15,7 @@ bandwidth), starts, is seen Ready at the invoker's next 1 s poll, runs ``/init``
 time at the node's speed) and then its activations. A container idle for ``idle_timeout_s`` is
 removed, its pod deleted. A pod not Ready within ``pod_start_timeout_s`` fails its activations.
 
-Execution is the Knative model's (:mod:`testbed.sim.kernel`): each activation is single-threaded
+Execution is the Knative model's processor sharing: each activation is single-threaded
 CPU work at the node's speed, sharing the node's cores fairly with every other CPU-busy
 activation there (no CPU limit on action pods), then its I/O wait; the benchmark's structural
 mismatch (interference, load slowdown, per-node network latency) applies the same way. Each
@@ -25,15 +25,19 @@ over (503 when no invoker is left) and health-test actions bring it back. Not mo
 errors (a container runs at most its action's concurrency, within its limit), prewarm stem cells
 (a blackbox action never takes one), the health-test action's own pod, and the controller's
 active-ack timeout.
+
+The event loop is compiled (:mod:`testbed.sim.openwhisk_kernel`: balancer, pools, health, timers
+and processor sharing over flat arrays); this module builds its arrays, places each new action pod
+with kube-scheduler when the loop stops for it, and assembles the output.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
+import random
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,15 +49,18 @@ from functions.openwhisk_action import (
     container_name,
 )
 from functions.spec import FunctionSpec
-from testbed.openwhisk.balancer import Balancer
+from testbed.openwhisk.balancer import (
+    generate_hash,
+    invoker_shard_mb,
+    pairwise_coprime_numbers_until,
+    partition,
+)
 from testbed.openwhisk.config import OpenWhiskConfig
-from testbed.openwhisk.health import TEST_ACTION_PERIOD_S, InvokerHealth, Result
-from testbed.openwhisk.pool import Container, ContainerPool, Placement
+from testbed.openwhisk.health import TEST_ACTION_PERIOD_S
 from testbed.scheduler.objects import normalized_image_name, pod_from_k8s
 from testbed.sim import kernel as K
+from testbed.sim import openwhisk_kernel as W
 from testbed.sim.engine import (
-    FAULT_NO_INVOKER,
-    FAULT_POD_NOT_READY,
     SimConfig,
     SimOutput,
     SimPod,
@@ -69,7 +76,19 @@ if TYPE_CHECKING:
     from testbed.cluster import ClusterSpec
     from testbed.scheduler.config import Profile
 
-E_RUN, E_SCHED, E_INIT, E_CPU, E_IO, E_IDLE, E_HEALTH, E_TICK = range(8)
+BUDGET = 0x10000
+"""Events per call of the compiled loop before it hands back for the progress callback."""
+
+
+def _grown(a: np.ndarray, rows: int, fill: float | int, axis: int = 0) -> np.ndarray:
+    """``a`` with at least ``rows`` along ``axis`` (doubling), the new part ``fill``."""
+    if a.shape[axis] >= rows:
+        return a
+    shape = list(a.shape)
+    shape[axis] = max(rows, 2 * a.shape[axis])
+    out = np.full(shape, fill, dtype=a.dtype)
+    out[tuple(slice(0, k) for k in a.shape)] = a
+    return out
 
 
 class OpenWhiskSimulation:
@@ -89,17 +108,9 @@ class OpenWhiskSimulation:
         self.ow: OpenWhiskConfig = cfg.openwhisk
         frame = workload.frame
         self.fnames, self.specs, self.fn = workload_functions(frame, specs)
-        self.t = frame["t_s"].to_numpy(dtype=np.float64)
-        self.work, _, self.io, _, _ = request_work(frame, self.specs, self.fn, seed)
+        t = frame["t_s"].to_numpy(dtype=np.float64)
+        work, _, io, _, _ = request_work(frame, self.specs, self.fn, seed)
         n = len(frame)
-        self.start = np.full(n, np.nan)
-        self.finish = np.full(n, np.nan)
-        self.status = np.full(n, K.ST_PENDING, dtype=np.int64)
-        self.cold = np.zeros(n, dtype=bool)
-        self.node = np.full(n, -1, dtype=np.int64)
-        self.pod_uid = np.full(n, -1, dtype=np.int64)
-        self.fault = np.zeros(n, dtype=np.int8)
-        """Why a request failed, as the one fault rule reads it (:data:`testbed.sim.engine.FAULT_POD_NOT_READY`, ...)."""
         self.function_index = {name: i for i, name in enumerate(self.fnames)}
         self.memory_mb = [action_memory_mb(s) for s in self.specs]
         self.concurrency = [action_concurrency(s) for s in self.specs]
@@ -120,162 +131,153 @@ class OpenWhiskSimulation:
         check_feasible(cluster, node_objs, dict(zip(self.fnames, self.templates, strict=True)), profile)
         hosts = labelled or [x for x in node_objs if any(filter_reason(x, p, profile) is None for p in self.templates)]
         n_inv = self.ow.invokers or max(1, len(hosts))
-        self.balancer = Balancer(n_inv, self.ow.user_memory_mb, managed_fraction=self.ow.managed_fraction,
-                                 blackbox_fraction=self.ow.blackbox_fraction, controllers=self.ow.controllers,
-                                 seed=seed)
-        self.pools = [ContainerPool(self.ow.user_memory_mb) for _ in range(n_inv)]
-        self.health = [InvokerHealth() for _ in range(n_inv)]
-
-        # per node processor sharing: virtual work per active activation, its rate, a heap of finishes
-        self.cores = [x.cpu_milli / 1000.0 for x in nodes]
-        self.speed = [x.speed for x in nodes]
-        self.v = [0.0] * len(nodes)
-        self.last = [0.0] * len(nodes)
-        self.rate = [0.0] * len(nodes)
-        self.heap: list[list[tuple[float, int]]] = [[] for _ in nodes]
-        self.version = [0] * len(nodes)
-        self.busy_pods: list[dict[int, int]] = [{} for _ in nodes]
         self.pull_free = [0.0] * len(nodes)
         self.images: list[dict[str, float]] = [{normalized_image_name(img): -math.inf for img in x.images}
                                                for x in nodes]
-        self.events: list[tuple[float, int, int, Any]] = []
-        self.seq = 0
-        self.n_events = 0
-        self.pods: list[SimPod] = []
-        self.pending: dict[Container, int] = {}  # pods nothing could take yet -> their invoker
-        self.waiting: dict[int, list[int]] = {}  # container seq (per pool) -> activations before /init
-        self.served_by: dict[int, tuple[int, Container]] = {}
+        self.pods: dict[int, SimPod] = {}  # container -> its pod, from its first scheduling attempt
+        self._arrays(n, n_inv, t, work, io, nodes, seed)
 
-    # ------------------------------------------------------------------ events
-    def _push(self, t: float, kind: int, data: Any) -> None:
-        self.seq += 1
-        heapq.heappush(self.events, (t, self.seq, kind, data))
+    def _arrays(self, n: int, n_inv: int, t: np.ndarray, work: np.ndarray, io: np.ndarray,
+                nodes: list, seed: int) -> None:
+        """The compiled loop's state (column layouts in :mod:`testbed.sim.openwhisk_kernel`)."""
+        ow, cfg = self.ow, self.config
+        n_fn = len(self.fnames)
+        self.cnt = np.zeros(W.C_COLS, dtype=np.int64)
+        self.cnt[[W.C_PHEAD, W.C_PTAIL]] = -1
+        self.cfg = np.zeros(W.G_COLS)
+        last_arrival = float(t[-1]) if n else 0.0
+        self.horizon = max(math.floor(last_arrival + cfg.timeout_s) + 2.0, math.ceil(cfg.min_end_s))
+        self.cfg[[W.G_HORIZON, W.G_DISPATCH, W.G_ACK, W.G_CREATE, W.G_IDLE, W.G_TIMEOUT, W.G_HEALTH, W.G_TICK,
+                  W.G_INTERF, W.G_LOADSLOW, W.G_USERMEM]] = [
+            self.horizon, ow.dispatch_s, ow.ack_s, ow.pod_create_delay_s, ow.idle_timeout_s, ow.pod_start_timeout_s,
+            ow.health_test_s, TEST_ACTION_PERIOD_S, cfg.interference, cfg.load_slowdown, ow.user_memory_mb]
+        self.qf = np.full((n, W.QF_COLS), np.nan)
+        self.qf[:, W.QF_T], self.qf[:, W.QF_WORK], self.qf[:, W.QF_IO] = t, work, io
+        self.qi = np.full((n, W.QI_COLS), -1, dtype=np.int64)
+        self.qi[:, W.QI_FN] = self.fn
+        self.qi[:, [W.QI_STATUS, W.QI_COLD, W.QI_FAULT]] = 0
+        cap = 64
+        self.cf = np.full((cap, W.CF_COLS), np.nan)
+        self.ci = np.full((cap, W.CI_COLS), -1, dtype=np.int64)
+        self.victims = np.zeros(cap, dtype=np.int64)
+        # the balancer (testbed.openwhisk.balancer.Balancer.publish for blackbox actions)
+        _, blackbox = partition(n_inv, ow.managed_fraction, ow.blackbox_fraction)
+        steps = pairwise_coprime_numbers_until(blackbox)
+        self.fni = np.zeros((n_fn, W.FN_COLS), dtype=np.int64)
+        for f, name in enumerate(self.fnames):
+            h = generate_hash(ow.namespace, f"{ow.namespace}/{name}")
+            self.fni[f] = [self.memory_mb[f], self.concurrency[f], h % blackbox, steps[h % len(steps)]]
+        self.bal = np.array([[n_inv - blackbox, blackbox]], dtype=np.int64)
+        self.inv = np.zeros((n_inv, W.IV_COLS), dtype=np.int64)
+        self.inv[:, W.IV_PERMITS] = invoker_shard_mb(ow.user_memory_mb, ow.controllers)
+        self.inv[:, [W.IV_BHEAD, W.IV_BTAIL]] = -1
+        self.inv[:, [W.IV_UP, W.IV_USABLE]] = 1
+        self.inv[:, W.IV_HLEN] = 2  # the two health tests that made it healthy (testbed.openwhisk.health)
+        self.hb = np.zeros((n_inv, W.HEALTH_BUFFER), dtype=np.int64)
+        self.fhead = np.full((n_inv, n_fn), -1, dtype=np.int64)
+        self.ftail = np.full((n_inv, n_fn), -1, dtype=np.int64)
+        self.conc = np.zeros((n_inv, n_fn), dtype=np.int64)
+        self.nf = np.zeros((len(nodes), W.NF_COLS))
+        self.nf[:, W.NF_CORES] = [x.cpu_milli / 1000.0 for x in nodes]
+        self.nf[:, W.NF_SPEED] = [x.speed for x in nodes]
+        self.ni = np.zeros((len(nodes), W.NI_COLS), dtype=np.int64)
+        self.nhk = np.zeros((len(nodes), 16))
+        self.nhi = np.zeros((len(nodes), 16), dtype=np.int64)
+        self.ht = np.zeros(1024)
+        self.hi = np.zeros((1024, 4), dtype=np.int64)
+        state = random.Random(seed).getstate()[1]  # the Python balancer's random.Random(seed)
+        self.mt = np.array(state[:624], dtype=np.int64)
+        self.cnt[W.C_MTI] = state[624]
+        self.outbox = np.zeros((64, 2), dtype=np.int64)
+        self.stack = np.zeros((64, W.SK_COLS), dtype=np.int64)
 
-    def run(self, progress: Callable[[float, float], None] | None = None) -> SimOutput:
-        cfg = self.config
-        n = len(self.t)
-        last_arrival = float(self.t[-1]) if n else 0.0
-        horizon = max(math.floor(last_arrival + cfg.timeout_s) + 2.0, math.ceil(cfg.min_end_s))
-        nxt = 0
-        now = 0.0
-        while nxt < n or self.events:
-            if nxt < n and (not self.events or self.t[nxt] <= self.events[0][0]):
-                now = float(self.t[nxt])
-                if now > horizon:
-                    break
-                self._arrive(nxt, now)
-                nxt += 1
+    def _grow(self) -> None:
+        """Enlarge every array the loop's capacity check found short (the same bounds)."""
+        c = self.cnt
+        grow = int(c[W.C_BUFFERED] + c[W.C_WAITING] + 4)
+        events = int(c[W.C_HSIZE] + 8 * grow + (c[W.C_ALIVE] + 2) * (c[W.C_PENDING] + 1) + 16)
+        self.ht = _grown(self.ht, events, 0.0)
+        self.hi = _grown(self.hi, events, 0)
+        containers = int(c[W.C_NCONT] + grow)
+        self.cf = _grown(self.cf, containers, np.nan)
+        self.ci = _grown(self.ci, containers, -1)
+        self.victims = _grown(self.victims, self.ci.shape[0], 0)
+        self.nhk = _grown(self.nhk, int(c[W.C_MAXNODE] + grow), 0.0, axis=1)
+        self.nhi = _grown(self.nhi, int(c[W.C_MAXNODE] + grow), 0, axis=1)
+        self.stack = _grown(self.stack, 2 * grow + 4, 0)
+        self.outbox = _grown(self.outbox, int(c[W.C_ALIVE] + c[W.C_OUT] + 4), 0)
+
+    def _pod(self, c: int) -> SimPod:
+        """The pod of container ``c`` (made at its first scheduling attempt or at the end)."""
+        pod = self.pods.get(c)
+        if pod is None:
+            ci = self.ci[c]
+            f, uid = int(ci[W.CI_FN]), int(ci[W.CI_PODUID])
+            name = container_name(int(ci[W.CI_INV]), int(ci[W.CI_SEQ]), self.ow.namespace, self.fnames[f])
+            pod = SimPod(slot=-1, function=f, name=name, created_s=float(self.cf[c, W.CF_CREATED]),
+                         sched_pod=dataclasses.replace(self.templates[f], name=name, uid=f"sim-ow-{uid}"), uid=uid)
+            self.pods[c] = pod
+        return pod
+
+    def _unbind_deleted(self) -> None:
+        """Pods the loop deleted from a node since the last call leave the scheduler's view."""
+        for k in range(int(self.cnt[W.C_OUT])):
+            c, node = (int(x) for x in self.outbox[k])
+            self.scheduler.unbind(self.pods[c].sched_pod, node)
+        self.cnt[W.C_OUT] = 0
+
+    def _pending(self, c: int, add: bool) -> None:
+        """Keep container ``c`` in (or take it out of) the loop's list of pods nothing could take
+        yet, in the order they were first found so (a dict's order in the Python loop)."""
+        ci, cnt = self.ci, self.cnt
+        if add:
+            if ci[c, W.CI_PENDING]:
+                return
+            tail = int(cnt[W.C_PTAIL])
+            ci[c, [W.CI_PENDING, W.CI_PPREV, W.CI_PNEXT]] = [1, tail, -1]
+            if tail >= 0:
+                ci[tail, W.CI_PNEXT] = c
             else:
-                now, _, kind, data = heapq.heappop(self.events)
-                if now > horizon:
-                    now = horizon
-                    break
-                self._handle(kind, data, now)
-            self.n_events += 1
-            if progress is not None and self.n_events & 0xFFFF == 0:
-                progress(now, horizon)
-        left = self.status == K.ST_PENDING
-        self.status[left] = K.ST_TIMEOUT
-        self.finish[left] = self.t[left] + cfg.timeout_s
-        if cfg.extra_latency_s:
-            add_network_latency(dict(cfg.extra_latency_s), self.node_names, self.node, self.status, self.t,
-                                self.finish, cfg.timeout_s)
-        # the client gives up at its timeout; the activation runs on in its container
-        late = (self.status == K.ST_OK) & (self.finish - self.t > cfg.timeout_s)
-        self.status[late] = K.ST_TIMEOUT
-        self.finish[late] = self.t[late] + cfg.timeout_s
-        return SimOutput(function_names=list(self.fnames), node_names=self.node_names, fn=self.fn.copy(),
-                         arrival_s=self.t.copy(), start_s=self.start, finish_s=self.finish, status=self.status,
-                         cold=self.cold, node=self.node, pod_uid=self.pod_uid, pods=self.pods,
-                         events=self.n_events, sim_end_s=float(min(max(now, last_arrival), horizon)),
-                         fault=self.fault)
-
-    def _handle(self, kind: int, data: Any, now: float) -> None:
-        if kind == E_RUN:
-            i, inv = data
-            f = int(self.fn[i])
-            placed = self.pools[inv].run(i, self.fnames[f], self.memory_mb[f], self.concurrency[f], now)
-            if placed is not None:
-                self._place(i, inv, placed, now)
-        elif kind == E_SCHED:
-            self._schedule(data[0], data[1], now)
-        elif kind == E_INIT:
-            self._initialised(data[0], data[1], now)
-        elif kind == E_CPU:
-            node, version = data
-            if version == self.version[node]:
-                self._cpu_done(node, now)
-        elif kind == E_IO:
-            self._finish(data, now)
-        elif kind == E_HEALTH:  # a health-test action came back: a success
-            self._health(data, Result.SUCCESS, now)
-        elif kind == E_TICK:  # the minute timer of an unhealthy invoker
-            if not self.health[data].usable:
-                self._push(now + self.ow.health_test_s, E_HEALTH, data)
-                self._push(now + TEST_ACTION_PERIOD_S, E_TICK, data)
-        elif kind == E_IDLE:
-            inv, c = data
-            if self.pools[inv].expire(c, now, self.ow.idle_timeout_s):
-                self._delete_pod(c, now)
-
-    # ------------------------------------------------------------------ controller and invokers
-    def _arrive(self, i: int, now: float) -> None:
-        f = int(self.fn[i])
-        chosen = self.balancer.publish(self.ow.namespace, self.fnames[f], self.memory_mb[f], self.concurrency[f])
-        if chosen is None:  # no healthy invoker: the controller answers 503 at once
-            self.status[i], self.finish[i] = K.ST_ERROR, now
-            self.fault[i] = FAULT_NO_INVOKER
+                cnt[W.C_PHEAD] = c
+            cnt[W.C_PTAIL] = c
+            cnt[W.C_PENDING] += 1
             return
-        self._push(now + self.ow.dispatch_s, E_RUN, (i, chosen[0]))
-
-    def _place(self, i: int, inv: int, placed: Placement, now: float) -> None:
-        for victim in placed.removed:
-            self._delete_pod(victim, now)
-        c = placed.container
-        self.served_by[i] = (inv, c)
-        if placed.state in ("cold", "recreated"):
-            self.cold[i] = True
-            self._create_pod(inv, c, now)
-            self.waiting[id(c)] = [i]
-        elif placed.state == "warming":
-            self.waiting[id(c)].append(i)
+        if not ci[c, W.CI_PENDING]:
+            return
+        p, q = int(ci[c, W.CI_PPREV]), int(ci[c, W.CI_PNEXT])
+        if p >= 0:
+            ci[p, W.CI_PNEXT] = q
         else:
-            self._execute(i, c, now)
+            cnt[W.C_PHEAD] = q
+        if q >= 0:
+            ci[q, W.CI_PPREV] = p
+        else:
+            cnt[W.C_PTAIL] = p
+        ci[c, W.CI_PENDING] = 0
+        cnt[W.C_PENDING] -= 1
 
-    def _create_pod(self, inv: int, c: Container, now: float) -> None:
-        f = self.function_index[c.action]
-        name = container_name(inv, c.seq, self.ow.namespace, c.action)
-        tmpl = self.templates[f]
-        pod = SimPod(slot=-1, function=f, name=name, created_s=now,
-                     sched_pod=dataclasses.replace(tmpl, name=name, uid=f"sim-ow-{len(self.pods)}"))
-        pod.uid = len(self.pods)
-        self.pods.append(pod)
-        c.payload = pod
-        self._push(now + self.ow.pod_create_delay_s, E_SCHED, (inv, c))
+    def _push(self, t: float, kind: int, c: int) -> None:
+        W.push_event(self.ht, self.hi, self.cnt, t, kind, int(self.ci[c, W.CI_INV]), c)
 
-    def _schedule(self, inv: int, c: Container, now: float) -> None:
-        pod: SimPod = c.payload
-        if c.removed or pod.node >= 0:
-            return
-        # the deadline exactly as the timeout event below is pushed: ``now - created > timeout`` was
-        # false at that event (equal), so a pod that could never be Ready in time was rescheduled at
-        # the same instant forever
-        if now >= pod.created_s + self.ow.pod_start_timeout_s:
-            self._fail(inv, c, now)
-            return
+    def _schedule(self, c: int, now: float) -> None:
+        """kube-scheduler places container ``c``'s pod (the loop has checked that it is still
+        wanted and within its start timeout): then its pull, start, the invoker's readiness poll
+        and ``/init``; or a retry with back-off while no node can take it."""
+        pod = self._pod(c)
         idx = self.scheduler.schedule(pod.sched_pod)
         if idx is None:
             lo, hi = self.config.scheduler_backoff_s
             pod.retry_at = now + min(hi, lo * 2.0**pod.attempts)
             pod.attempts += 1
-            self.pending[c] = inv
-            self._push(pod.retry_at, E_SCHED, (inv, c))
+            self._pending(c, True)
+            self._push(pod.retry_at, W.E_SCHED, c)
             return
-        self.pending.pop(c, None)
+        self._pending(c, False)
         idx = int(idx)
         self.scheduler.bind(pod.sched_pod, idx)
         spec = self.specs[pod.function]
         pod.node, pod.scheduled_s = idx, now
+        self.ci[c, W.CI_NODE] = idx
         image = normalized_image_name(spec.image)
         avail = self.images[idx].get(image)
         if avail is None:
@@ -287,129 +289,71 @@ class OpenWhiskSimulation:
         else:
             pull = max(0.0, avail - now)
         pod.image_pull_s, pod.start_s = pull, spec.start_s
-        pod.init_s = spec.init_s / self.speed[idx]
+        pod.init_s = spec.init_s / float(self.nf[idx, W.NF_SPEED])
         up = now + pull + spec.start_s
         seen = self.ow.seen_ready(pod.created_s, up)
         if seen - pod.created_s > self.ow.pod_start_timeout_s:
-            self._push(pod.created_s + self.ow.pod_start_timeout_s, E_SCHED, (inv, c))
+            self._push(pod.created_s + self.ow.pod_start_timeout_s, W.E_SCHED, c)
             pod.node = -1  # seen as never Ready: failed at the timeout
+            self.ci[c, W.CI_NODE] = -1
             self.scheduler.unbind(pod.sched_pod, idx)
             return
-        self._push(seen + pod.init_s, E_INIT, (inv, c))
+        self._push(seen + pod.init_s, W.E_INIT, c)
 
-    def _initialised(self, inv: int, c: Container, now: float) -> None:
-        if c.removed:
-            return
-        pod: SimPod = c.payload
-        pod.ready_s = now
-        self.pools[inv].ready(c)
-        for i in self.waiting.pop(id(c), []):
-            self._execute(i, c, now)
+    def run(self, progress: Callable[[float, float], None] | None = None) -> SimOutput:
+        """Run to the end (``progress(now, horizon)`` every :data:`BUDGET` events)."""
+        while True:
+            W.run(self.cnt, self.cfg, self.qf, self.qi, self.cf, self.ci, self.fni, self.bal, self.inv, self.hb,
+                  self.fhead, self.ftail, self.conc, self.nf, self.ni, self.nhk, self.nhi, self.ht, self.hi, self.mt,
+                  self.outbox, self.stack, self.victims, BUDGET)
+            stop = int(self.cnt[W.C_STOP])
+            self._unbind_deleted()
+            if stop == W.STOP_END:
+                break
+            if stop == W.STOP_SCHED:
+                self._schedule(int(self.cnt[W.C_ARG]), float(self.cfg[W.G_NOW]))
+            elif stop == W.STOP_GROW:
+                self._grow()
+            elif progress is not None:
+                progress(float(self.cfg[W.G_NOW]), self.horizon)
+        return self._output()
 
-    def _health(self, inv: int, result: Result, now: float) -> None:
-        """One activation's result in the invoker's health (testbed.openwhisk.health): an
-        unhealthy invoker takes no activations and is sent health-test actions."""
-        h = self.health[inv]
-        was = h.state
-        if h.record(result):
-            self._push(now + self.ow.health_test_s, E_HEALTH, inv)
-        if h.state is not was:
-            self.balancer.healthy[inv] = h.usable
-            if not h.usable:
-                self._push(now + TEST_ACTION_PERIOD_S, E_TICK, inv)
-
-    def _fail(self, inv: int, c: Container, now: float) -> None:
-        for i in self.waiting.pop(id(c), []):
-            self.status[i], self.finish[i] = K.ST_ERROR, now + self.ow.ack_s
-            self.fault[i] = FAULT_POD_NOT_READY
-            f = int(self.fn[i])
-            self.balancer.release(inv, self.ow.namespace, self.fnames[f], self.memory_mb[f], self.concurrency[f])
-            self._health(inv, Result.SYSTEM_ERROR, now)  # statusCode 3: a system error of the invoker
-        self.pools[inv].fail(c)
-        self._delete_pod(c, now)
-        self._drain(inv, now)
-
-    def _delete_pod(self, c: Container, now: float) -> None:
-        pod: SimPod | None = c.payload
-        if pod is None or pod.deleted_s is not None:
-            return
-        pod.deleted_s = now
-        self.pending.pop(c, None)
-        if pod.node >= 0:
-            self.scheduler.unbind(pod.sched_pod, pod.node)
-            for waiting, inv in self.pending.items():  # capacity freed: unschedulable pods are retried at once
-                self._push(now, E_SCHED, (inv, waiting))
-
-    def _drain(self, inv: int, now: float) -> None:
-        for i, placed in self.pools[inv].drain_buffer(now):
-            self._place(i, inv, placed, now)
-
-    def _finish(self, i: int, now: float) -> None:
-        inv, c = self.served_by.pop(i)
-        self.status[i], self.finish[i] = K.ST_OK, now + self.ow.ack_s
-        f = int(self.fn[i])
-        self.balancer.release(inv, self.ow.namespace, self.fnames[f], self.memory_mb[f], self.concurrency[f])
-        self._health(inv, Result.SUCCESS, now)
-        self.pools[inv].done(c, now)
-        if c.active == 0:
-            self._push(now + self.ow.idle_timeout_s, E_IDLE, (inv, c))
-        self._drain(inv, now)
-
-    # ------------------------------------------------------------------ execution (processor sharing)
-    def _execute(self, i: int, c: Container, now: float) -> None:
-        pod: SimPod = c.payload
-        node = pod.node
-        self.start[i], self.node[i], self.pod_uid[i] = now, node, pod.uid
-        if self.work[i] <= 0.0:
-            self._after_cpu(i, now)
-            return
-        self._advance(node, now)
-        heapq.heappush(self.heap[node], (self.v[node] + float(self.work[i]), i))
-        self.busy_pods[node][pod.uid] = self.busy_pods[node].get(pod.uid, 0) + 1
-        self._rerate(node, now)
-
-    def _advance(self, node: int, now: float) -> None:
-        self.v[node] += self.rate[node] * (now - self.last[node])
-        self.last[node] = now
-
-    def _rerate(self, node: int, now: float) -> None:
-        active = len(self.heap[node])
-        self.version[node] += 1
-        if not active:
-            self.rate[node] = 0.0
-            return
-        cores = self.cores[node]
-        share = 1.0 if active <= cores else cores / active
-        cfg = self.config
-        pods = len(self.busy_pods[node])
-        if cfg.interference > 0.0 and pods > 1:
-            share /= 1.0 + cfg.interference * (pods - 1)
-        if cfg.load_slowdown > 0.0:
-            share /= 1.0 + cfg.load_slowdown * min(active, cores) / cores
-        self.rate[node] = rate = self.speed[node] * share
-        due = now + max(0.0, self.heap[node][0][0] - self.v[node]) / rate
-        self._push(due, E_CPU, (node, self.version[node]))
-
-    def _cpu_done(self, node: int, now: float) -> None:
-        self._advance(node, now)
-        heap = self.heap[node]
-        eps = 1e-9 * max(1.0, self.v[node])
-        while heap and heap[0][0] <= self.v[node] + eps:
-            _, i = heapq.heappop(heap)
-            uid = int(self.pod_uid[i])
-            left = self.busy_pods[node][uid] - 1
-            if left:
-                self.busy_pods[node][uid] = left
-            else:
-                del self.busy_pods[node][uid]
-            self._after_cpu(i, now)
-        self._rerate(node, now)
-
-    def _after_cpu(self, i: int, now: float) -> None:
-        if self.io[i] > 0.0:
-            self._push(now + float(self.io[i]), E_IO, i)
-        else:
-            self._finish(i, now)
+    def _output(self) -> SimOutput:
+        cfg, qf, qi = self.config, self.qf, self.qi
+        t = qf[:, W.QF_T].copy()
+        start, finish = qf[:, W.QF_START].copy(), qf[:, W.QF_FINISH].copy()
+        status = qi[:, W.QI_STATUS].copy()
+        node = qi[:, W.QI_NODE].copy()
+        pod_uid = np.full(len(t), -1, dtype=np.int64)
+        ran = ~np.isnan(start)  # a request names its pod once it ran there
+        pod_uid[ran] = self.ci[qi[ran, W.QI_POD], W.CI_PODUID]
+        pods: list[SimPod] = []
+        for c in np.argsort(self.ci[: int(self.cnt[W.C_NCONT]), W.CI_PODUID], kind="stable"):
+            c = int(c)
+            if self.ci[c, W.CI_PODUID] < 0:
+                continue
+            pod = self._pod(c)
+            pod.node = int(self.ci[c, W.CI_NODE])
+            ready, deleted = float(self.cf[c, W.CF_READY]), float(self.cf[c, W.CF_DELETED])
+            pod.ready_s = None if math.isnan(ready) else ready
+            pod.deleted_s = None if math.isnan(deleted) else deleted
+            pods.append(pod)
+        left = status == K.ST_PENDING
+        status[left] = K.ST_TIMEOUT
+        finish[left] = t[left] + cfg.timeout_s
+        if cfg.extra_latency_s:
+            add_network_latency(dict(cfg.extra_latency_s), self.node_names, node, status, t, finish, cfg.timeout_s)
+        # the client gives up at its timeout; the activation runs on in its container
+        late = (status == K.ST_OK) & (finish - t > cfg.timeout_s)
+        status[late] = K.ST_TIMEOUT
+        finish[late] = t[late] + cfg.timeout_s
+        last_arrival = float(t[-1]) if len(t) else 0.0
+        now = float(self.cfg[W.G_NOW])
+        return SimOutput(function_names=list(self.fnames), node_names=self.node_names, fn=self.fn.copy(),
+                         arrival_s=t, start_s=start, finish_s=finish, status=status,
+                         cold=qi[:, W.QI_COLD].astype(bool), node=node, pod_uid=pod_uid, pods=pods,
+                         events=int(self.cnt[W.C_EVENTS]), sim_end_s=float(min(max(now, last_arrival), self.horizon)),
+                         fault=qi[:, W.QI_FAULT].astype(np.int8))
 
 
 __all__ = ["OpenWhiskSimulation"]
