@@ -107,6 +107,18 @@ _CONSEQUENCE = "invoker-unhealthy-after-pod-start-failures"
 _STATUS_CODE = re.compile(r"statusCode (\d)")
 
 
+def platform_key(fault: str) -> str:
+    """The row a platform fault the backend saw falls under: an action pod whose image cannot be
+    pulled is ``image-pull-failed`` (as the activations it failed would be), an invoker whose state
+    could not be read ``invoker-not-up``, anything else (a core pod restarted, a container the
+    runtime could not start, a pod stuck terminating) ``platform-pod-restarted``."""
+    if any(k in fault for k in ("ImagePull", "ErrImagePull", "InvalidImageName")):
+        return "image-pull-failed"
+    if fault.startswith("invoker ") and "state" in fault:
+        return "invoker-not-up"
+    return "platform-pod-restarted"
+
+
 def classify(http_status: Any, error: Any) -> str | None:
     """The fault key of one failed request, from its HTTP status and its error text (the
     activation's ``statusCode N`` and ``result.error`` as the load generator records them), or
@@ -158,8 +170,7 @@ class Judgement:
 
     @property
     def void(self) -> list[str]:
-        return [*self.void_observed, *(f"{f} (platform-pod-restarted: {BY_KEY['platform-pod-restarted'].why})"
-                                       for f in self.platform)]
+        return [*self.void_observed, *(f"{f} ({platform_key(f)}: {BY_KEY[platform_key(f)].why})" for f in self.platform)]
 
     def record(self) -> dict[str, Any]:
         """``summary.json``'s ``fault_rule``."""
@@ -218,4 +229,5 @@ def markdown_table() -> str:
 
 __all__ = ["ABNORMAL_INIT", "ABNORMAL_RUN", "BY_KEY", "FAULTS", "IMAGE_PULL", "MEMORY_EXHAUSTED", "NO_INVOKERS",
            "POD_NOT_READY", "PROVISION", "RULE", "Fault", "Judgement", "Verdict", "classify", "judge", "judge_run",
+           "platform_key",
            "markdown_table"]

@@ -12,6 +12,7 @@ import pytest
 from testbed.openwhisk.faults import (
     ABNORMAL_INIT,
     ABNORMAL_RUN,
+    BY_KEY,
     FAULTS,
     IMAGE_PULL,
     MEMORY_EXHAUSTED,
@@ -75,6 +76,15 @@ def test_a_platform_failure_voids_and_a_placement_consequence_is_scored():
     seen = judge([], platform_faults=["pod openwhisk/owdev-controller-0: restarted"])
     assert seen.void_observed == [] and len(seen.void) == 1 and seen.record()["verdict"] == "void"
     assert seen.record()["rule"] == RULE
+    assert "(platform-pod-restarted: " in seen.void[0]
+    # each platform fault under its own row: an action pod's image that cannot be pulled is not a
+    # core pod restarting, nor is an invoker whose state could not be read
+    pull = judge([], platform_faults=["pod openwhisk/wskowdev-invoker-00-1-guest-a: container user-action is "
+                                      "ImagePullBackOff: Back-off pulling image"])
+    assert pull.void == ["pod openwhisk/wskowdev-invoker-00-1-guest-a: container user-action is ImagePullBackOff: "
+                         f"Back-off pulling image (image-pull-failed: {BY_KEY['image-pull-failed'].why})"]
+    unknown = judge([], platform_faults=["invoker https://ow: the invokers' state after the run is unknown: timed out"])
+    assert "(invoker-not-up: " in unknown.void[0]
 
 
 def test_the_rule_reads_a_requests_table_as_every_backend_writes_it():
