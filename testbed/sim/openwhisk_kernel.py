@@ -447,14 +447,20 @@ def run(cnt, cfg, qf, qi, cf, ci, fni, bal, inv, hb, fhead, ftail, conc, nf, ni,
             inv[ci[c, CI_INV], IV_BUSYMEM] -= ci[c, CI_MEM]
             free_append(c)
 
-    def buffer_append(v, i):
+    def fifo_append(table, row, head, tail, i):
+        """Append request ``i`` to the queue whose ends are ``table[row, head]`` and
+        ``table[row, tail]``, linked through the requests' QI_NEXT (an invoker's run buffer, a
+        container's activations waiting for /init: a request is in at most one at a time)."""
         qi[i, QI_NEXT] = -1
-        tail = inv[v, IV_BTAIL]
-        if tail >= 0:
-            qi[tail, QI_NEXT] = i
+        last = table[row, tail]
+        if last >= 0:
+            qi[last, QI_NEXT] = i
         else:
-            inv[v, IV_BHEAD] = i
-        inv[v, IV_BTAIL] = i
+            table[row, head] = i
+        table[row, tail] = i
+
+    def buffer_append(v, i):
+        fifo_append(inv, v, IV_BHEAD, IV_BTAIL, i)
         cnt[C_BUFFERED] += 1
 
     # ---------------------------------------------------------------- pods
@@ -490,13 +496,7 @@ def run(cnt, cfg, qf, qi, cf, ci, fni, bal, inv, hb, fhead, ftail, conc, nf, ni,
                 p = ci[p, CI_PNEXT]
 
     def waiting_append(c, i):
-        qi[i, QI_NEXT] = -1
-        tail = ci[c, CI_WTAIL]
-        if tail >= 0:
-            qi[tail, QI_NEXT] = i
-        else:
-            ci[c, CI_WHEAD] = i
-        ci[c, CI_WTAIL] = i
+        fifo_append(ci, c, CI_WHEAD, CI_WTAIL, i)
         cnt[C_WAITING] += 1
 
     # ---------------------------------------------------------------- processor sharing
