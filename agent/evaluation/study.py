@@ -269,6 +269,7 @@ def evaluate(
              len(all_methods), compute.describe())
     results = run_all(tasks)
     frame = score([row for r in results for row in r["rows"]], p.steps)
+    frame["platform"] = str(p.platform)  # every row says what served the functions (as evaluation.json)
     table = write_tables(frame, out_dir, p.steps)
     meta: dict[str, Any] = {
         "protocol": "noise-free" if p.exact else "noisy", "scenarios": list(scenarios), "seeds": seeds,
@@ -313,7 +314,10 @@ def combine(dirs: Sequence[Path], out_dir: Path, methods: Sequence[str] | None =
     if len(set(platforms.values())) > 1:
         shown = ", ".join(f"{d}: {p}" for d, p in platforms.items())
         raise AgentError(f"combine: the directories ran on different platforms ({shown}); their oracles differ")
-    rows = pd.concat([read_results(Path(d)) for d in dirs], ignore_index=True)
+    # rows of evaluations written before the rows named their platform get their evaluation.json's
+    rows = pd.concat([read_results(Path(d)).pipe(lambda r, d=d: r if "platform" in r.columns
+                                                 else r.assign(platform=platforms[str(d)])) for d in dirs],
+                     ignore_index=True)
     if scenarios:
         from fnmatch import fnmatchcase
 

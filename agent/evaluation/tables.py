@@ -1,8 +1,10 @@
 """The evaluation's files: result rows in and out, Markdown tables, plots, the oracle cache.
 
-``results.csv`` holds one row per (scenario, seed, budget, method) experiment; the reader also
-takes the files earlier versions wrote (noise-free ones without a budget or truths, noisy ones
-without ``truth_seeds``), so every committed evaluation can be rescored (``scoretune combine``).
+``results.csv`` holds one row per (scenario, seed, budget, method) experiment, each naming the
+platform that served the functions; the reader also takes the files earlier versions wrote
+(noise-free ones without a budget or truths, noisy ones without ``truth_seeds``, any without
+``platform``: ``combine`` gives those their evaluation.json's), so every committed evaluation can be
+rescored (``scoretune combine``).
 """
 
 from __future__ import annotations

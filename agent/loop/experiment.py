@@ -370,6 +370,7 @@ class Experiment:
         summary = {
             "method": self.config.method,
             "backend": self.config.backend,
+            "platform": str(self.config.platform),
             "cluster": self.config.cluster,
             "workload": self.config.workload,
             "steps": self.config.steps,

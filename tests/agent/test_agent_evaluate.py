@@ -84,6 +84,7 @@ def test_small_evaluation_writes_table_and_plots(tmp_path):
     assert len(results) == 2 * 2 * 3
     assert (results["true_applied"] >= results["oracle"] - 1e-12).all()  # the oracle bounds every method
     assert (results.loc[results["method"] == "default", "improvement_pct"] == 0).all()
+    assert (results["platform"] == "knative").all()  # every row says what served the functions
 
 
 def test_fixed_simulator_seed_searches_one_oracle_per_scenario(tmp_path):
@@ -128,6 +129,11 @@ def test_combining_disjoint_evaluations_equals_evaluating_them_together(tmp_path
     assert json.loads((tmp_path / "e" / "evaluation.json").read_text())["scenario_patterns"] == ["y*"]
     with pytest.raises(AgentError, match="no scenario .* matches --scenarios z"):
         combine([tmp_path / "ab"], tmp_path / "g", scenarios=["z"])
+    # rows written before they named their platform get their evaluation.json's
+    old = pd.read_csv(tmp_path / "b" / "results.csv").drop(columns=["platform"])
+    old.to_csv(tmp_path / "b" / "results.csv", index=False)
+    combine([tmp_path / "a", tmp_path / "b"], tmp_path / "h")
+    assert set(pd.read_csv(tmp_path / "h" / "results.csv")["platform"]) == {"knative"}
 
 
 def test_combine_refuses_overlaps_gaps_and_strangers(tmp_path):

@@ -44,6 +44,7 @@ def test_full_experiment_writes_log_summary_and_a_valid_best_config(tmp_path):
     for key in ("method", "backend", "steps", "metric", "reference_metric", "best_metric", "improvement_pct",
                 "best_step", "best_weights"):
         assert key in summary
+    assert summary["platform"] == "knative"  # what served the functions, at the top level
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert on_disk["best_metric"] == min(r.metric for r in records)
     assert on_disk["reference_metric"] == records[0].metric
