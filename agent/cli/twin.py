@@ -283,6 +283,36 @@ def time_command(
         write_atomic(out, f"Command: `{command}`\n\n{text}\n")
 
 
+@twin_app.command("fidelity")
+def fidelity_command(
+    directory: Path = typer.Argument(..., help="A finished `scoretune fidelity --out` directory (fidelity.json, "
+                                     "local/profile-NN)."),
+    fit: str = typer.Option("1,5", help="Fit the twin to the first N lab runs, for each N (comma-separated)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the table and the figures here (Markdown, "
+                                    "and JSON beside it)."),
+) -> None:
+    """The twin fitted to a lab's runs against the lab: for each N, the twin fitted to the first N
+    runs ranks the profiles it did not see, beside the shipped simulator and the unfitted twin
+    (agent.evaluation.twin_fidelity). Reads the runs back; runs nothing on a lab."""
+    import json
+
+    from agent.cli.options import argv_tail
+    from agent.evaluation.twin_fidelity import markdown, twin_fidelity
+    from functions.atomic import write_atomic
+
+    try:
+        fits = [int(x) for x in fit.split(",") if x.strip()]
+    except ValueError:
+        raise AgentError(f"--fit {fit!r}: comma-separated run counts, e.g. 1,5") from None
+    result = twin_fidelity(directory, fits)
+    text = markdown(result)
+    console.print(text, markup=False, highlight=False)
+    if out is not None:
+        command = "scoretune twin fidelity " + " ".join(argv_tail("fidelity"))
+        write_atomic(out, f"Command: `{command}`\n\n{text}")
+        write_atomic(out.with_suffix(".json"), json.dumps(result, indent=2, default=str) + "\n")
+
+
 @twin_app.command("compare")
 def compare_command(
     results: Path = typer.Argument(..., help="An evaluation's output directory (results.csv)."),

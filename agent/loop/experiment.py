@@ -367,15 +367,10 @@ class Experiment:
             call = "no improvement found"
         else:
             call = best.verdict
+        c = self.config
         summary = {
-            "method": self.config.method,
-            "backend": self.config.backend,
-            "platform": str(self.config.platform),
-            "cluster": self.config.cluster,
-            "workload": self.config.workload,
-            "steps": self.config.steps,
-            "repeats": self.config.repeats,
-            "metric": self.config.metric,
+            "method": c.method, "backend": c.backend, "platform": str(c.platform), "cluster": c.cluster,
+            "workload": c.workload, "steps": c.steps, "repeats": c.repeats, "metric": c.metric,
             "reference_metric": ref.metric,
             "best_metric": best_metric,
             "improvement_pct": percent_improvement(ref.metric, best_metric),
