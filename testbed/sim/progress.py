@@ -115,6 +115,12 @@ class Progress:
         self.shown = False
 
 
+COMPILE_NOTICE = "scoretune: compiling the simulator's and the scheduler's kernels with numba"
+"""The start of the one line a process prints on stderr the first time it compiles a kernel: not an
+error (a command's error is its own ``Error:`` line), and whichever command first compiles in a
+process prints it."""
+
+
 class _CompileNotice(numba_event.Listener):
     """Prints the compilation notice at the first numba compile of a function of scoretune's."""
 
@@ -134,10 +140,7 @@ class _CompileNotice(numba_event.Listener):
             if self.done:
                 return
             self.done = True
-        sys.stderr.write(
-            "scoretune: compiling the simulator's and the scheduler's kernels with numba (once after an "
-            "install or a change of them; about a minute, then cached)...\n"
-        )
+        sys.stderr.write(f"{COMPILE_NOTICE} (once after an install or a change of them; about a minute, then cached)...\n")
         sys.stderr.flush()
 
     def on_end(self, event: Any) -> None:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from agent.cli import app
 from functions.spec import discover_specs
+from testbed.sim.progress import COMPILE_NOTICE
 
 runner = CliRunner()
 SPECS = discover_specs()
@@ -20,7 +21,7 @@ SPECS = discover_specs()
 def failure_text(result) -> str:
     """What a failed command printed, after checking it failed with one clean line, no traceback."""
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith(COMPILE_NOTICE)]
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     return lines[0]
 

@@ -20,6 +20,7 @@ from testbed.scheduler.builders import node_obj
 from testbed.scheduler.config import parse_config, total_weight_error, validate_config_dict
 from testbed.scheduler.framework import fit_error_message
 from testbed.scheduler.objects import MAX_QUANTITY
+from testbed.sim.progress import COMPILE_NOTICE
 
 EX = Path(__file__).resolve().parents[3] / "testbed" / "scheduler" / "examples"
 runner = CliRunner()
@@ -34,7 +35,7 @@ def one_error_line(r, *needles: str) -> str:
     """The run failed with exit 1 and exactly one ``Error:`` line on stderr holding ``needles``."""
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     assert r.exit_code == 1, (r.exit_code, r.output)
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith(COMPILE_NOTICE)]
     assert len(lines) == 1 and lines[0].startswith("Error: "), lines
     for n in needles:
         assert n in lines[0], (n, lines[0])

@@ -20,6 +20,7 @@ from testbed.errors import ClusterSpecError, InfeasibleClusterError
 from testbed.scheduler.config import default_profile
 from testbed.sim import engine as E
 from testbed.sim.engine import SimConfig, Simulation
+from testbed.sim.progress import COMPILE_NOTICE
 
 runner = CliRunner()
 
@@ -43,7 +44,7 @@ def _nodelist(*items) -> str:
 
 
 def _one_error_line(r) -> str:
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    lines = [x for x in r.stderr.splitlines() if x.strip() and not x.startswith(COMPILE_NOTICE)]
     assert r.exit_code == 1 and len(lines) == 1 and lines[0].startswith("Error: "), r.output
     assert "scoretune bug" not in lines[0] and "Traceback" not in r.output
     return lines[0]
