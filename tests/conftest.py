@@ -62,3 +62,20 @@ def use_fixture_traces(fixture_traces: Path) -> Iterator[Path]:
         mp.setenv("SCORETUNE_TRACES", str(fixture_traces))
         mp.setenv("SCORETUNE_CACHE", str(fixture_traces.parent / "cache"))
         yield fixture_traces
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before xdist starts its workers, compile the simulator's kernels once per platform, side by side
+    (:mod:`testbed.sim.warmup`): on a cold numba cache every worker would compile each kernel it
+    meets, and a clean clone's fast tier spent 140 s of its wall time compiling the same kernels
+    twice. Runs in xdist's controller only (its own ``pytest_sessionstart`` starts the workers after
+    this one); a failure is left to the tests that use the kernel to report in full."""
+    if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None):
+        return
+    from testbed.sim.warmup import compile_all
+
+    for failure in compile_all():
+        session.config.issue_config_time_warning(
+            pytest.PytestWarning(f"compiling the {failure.platform} kernels failed: {failure.last_line}"),
+            stacklevel=2,
+        )

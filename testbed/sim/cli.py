@@ -177,11 +177,10 @@ def bench_sim(
     from testbed.scheduler.config import default_profile
     from testbed.sim.backend import evaluate
     from testbed.sim.engine import SimConfig
+    from testbed.sim.warmup import compile_kernels
 
     config = SimConfig(platform=platform)
-    # warm-up: compile (or load from numba's cache) every kernel before timing
-    warm = bench_workload(40.0, step_s=5.0)
-    evaluate(load_cluster("homogeneous-20"), warm, default_profile(), seed=0, config=config)
+    compile_kernels(platform)  # compile (or load from numba's cache) every kernel before timing
     rows = []
     for name, cluster_name, peak in BENCH:
         cluster = load_cluster(cluster_name)
