@@ -569,9 +569,10 @@ class Simulation:
 
     # ------------------------------------------------------------------ the run
     def _kernel(self, limit: float) -> int:
+        # floats whatever the caller typed: numba compiles the kernel anew (40 s) for an int timeout
         return int(
             K.run_segment(
-                limit, self.config.timeout_s, self.rf, self.ri, self.fi, self.ff, self.f_idx, self.f_ready,
+                float(limit), float(self.config.timeout_s), self.rf, self.ri, self.fi, self.ff, self.f_idx, self.f_ready,
                 self.pi, self.pf, self.nf, self.n_act, self.n_nact, self.hv, self.hr, self.nh_key,
                 self.nh_pos, self.nh_heap, self.tt, self.tc, self.counters, self.stop_t, self.rng,
             )
