@@ -192,20 +192,17 @@ class OpenWhiskSimulation:
         self.stack = np.zeros((64, W.SK_COLS), dtype=np.int64)
 
     def _grow(self) -> None:
-        """Enlarge every array the loop's capacity check found short (the same bounds)."""
-        c = self.cnt
-        grow = int(c[W.C_BUFFERED] + c[W.C_WAITING] + 4)
-        events = int(c[W.C_HSIZE] + 8 * grow + (c[W.C_ALIVE] + 2) * (c[W.C_PENDING] + 1) + 16)
+        """Enlarge every array the loop's capacity check found short, to what it asks for."""
+        events, containers, heap, stack, outbox = (int(x) for x in W.capacity_needed(self.cnt))
         self.ht = _grown(self.ht, events, 0.0)
         self.hi = _grown(self.hi, events, 0)
-        containers = int(c[W.C_NCONT] + grow)
         self.cf = _grown(self.cf, containers, np.nan)
         self.ci = _grown(self.ci, containers, -1)
         self.victims = _grown(self.victims, self.ci.shape[0], 0)
-        self.nhk = _grown(self.nhk, int(c[W.C_MAXNODE] + grow), 0.0, axis=1)
-        self.nhi = _grown(self.nhi, int(c[W.C_MAXNODE] + grow), 0, axis=1)
-        self.stack = _grown(self.stack, 2 * grow + 4, 0)
-        self.outbox = _grown(self.outbox, int(c[W.C_ALIVE] + c[W.C_OUT] + 4), 0)
+        self.nhk = _grown(self.nhk, heap, 0.0, axis=1)
+        self.nhi = _grown(self.nhi, heap, 0, axis=1)
+        self.stack = _grown(self.stack, stack, 0)
+        self.outbox = _grown(self.outbox, outbox, 0)
 
     def _pod(self, c: int) -> SimPod:
         """The pod of container ``c`` (made at its first scheduling attempt or at the end)."""
@@ -226,36 +223,6 @@ class OpenWhiskSimulation:
             self.scheduler.unbind(self.pods[c].sched_pod, node)
         self.cnt[W.C_OUT] = 0
 
-    def _pending(self, c: int, add: bool) -> None:
-        """Keep container ``c`` in (or take it out of) the loop's list of pods nothing could take
-        yet, in the order they were first found so (a dict's order in the Python loop)."""
-        ci, cnt = self.ci, self.cnt
-        if add:
-            if ci[c, W.CI_PENDING]:
-                return
-            tail = int(cnt[W.C_PTAIL])
-            ci[c, [W.CI_PENDING, W.CI_PPREV, W.CI_PNEXT]] = [1, tail, -1]
-            if tail >= 0:
-                ci[tail, W.CI_PNEXT] = c
-            else:
-                cnt[W.C_PHEAD] = c
-            cnt[W.C_PTAIL] = c
-            cnt[W.C_PENDING] += 1
-            return
-        if not ci[c, W.CI_PENDING]:
-            return
-        p, q = int(ci[c, W.CI_PPREV]), int(ci[c, W.CI_PNEXT])
-        if p >= 0:
-            ci[p, W.CI_PNEXT] = q
-        else:
-            cnt[W.C_PHEAD] = q
-        if q >= 0:
-            ci[q, W.CI_PPREV] = p
-        else:
-            cnt[W.C_PTAIL] = p
-        ci[c, W.CI_PENDING] = 0
-        cnt[W.C_PENDING] -= 1
-
     def _push(self, t: float, kind: int, c: int) -> None:
         W.push_event(self.ht, self.hi, self.cnt, t, kind, int(self.ci[c, W.CI_INV]), c)
 
@@ -269,10 +236,10 @@ class OpenWhiskSimulation:
             lo, hi = self.config.scheduler_backoff_s
             pod.retry_at = now + min(hi, lo * 2.0**pod.attempts)
             pod.attempts += 1
-            self._pending(c, True)
+            W.pending_add(self.ci, self.cnt, c)
             self._push(pod.retry_at, W.E_SCHED, c)
             return
-        self._pending(c, False)
+        W.pending_remove(self.ci, self.cnt, c)
         idx = int(idx)
         self.scheduler.bind(pod.sched_pod, idx)
         spec = self.specs[pod.function]

@@ -190,6 +190,58 @@ def push_event(ht, hi, cnt, t, kind, a, b):
 
 
 # ============================================================================================
+# shared with the caller: the pending list and the arrays' capacity
+# ============================================================================================
+
+
+@njit(cache=True, inline="always")
+def pending_add(ci, cnt, c):
+    """Append container ``c`` to the list of pods nothing could take yet (once: the Python loop kept
+    them in a dict, in the order they were first found so)."""
+    if ci[c, CI_PENDING] != 0:
+        return
+    tail = cnt[C_PTAIL]
+    ci[c, CI_PENDING] = 1
+    ci[c, CI_PPREV] = tail
+    ci[c, CI_PNEXT] = -1
+    if tail >= 0:
+        ci[tail, CI_PNEXT] = c
+    else:
+        cnt[C_PHEAD] = c
+    cnt[C_PTAIL] = c
+    cnt[C_PENDING] += 1
+
+
+@njit(cache=True, inline="always")
+def pending_remove(ci, cnt, c):
+    """Take container ``c`` out of the pending list (nothing when it is not in it)."""
+    if ci[c, CI_PENDING] == 0:
+        return
+    p = ci[c, CI_PPREV]
+    q = ci[c, CI_PNEXT]
+    if p >= 0:
+        ci[p, CI_PNEXT] = q
+    else:
+        cnt[C_PHEAD] = q
+    if q >= 0:
+        ci[q, CI_PPREV] = p
+    else:
+        cnt[C_PTAIL] = p
+    ci[c, CI_PENDING] = 0
+    cnt[C_PENDING] -= 1
+
+
+@njit(cache=True, inline="always")
+def capacity_needed(cnt):
+    """The sizes whatever one event may add can need: (event heap, containers, per-node CPU heap width,
+    stack, outbox). The loop stops with :data:`STOP_GROW` before an event when an array is shorter; the
+    caller grows each to these."""
+    grow = cnt[C_BUFFERED] + cnt[C_WAITING] + 4
+    return (cnt[C_HSIZE] + 8 * grow + (cnt[C_ALIVE] + 2) * (cnt[C_PENDING] + 1) + 16, cnt[C_NCONT] + grow,
+            cnt[C_MAXNODE] + grow, 2 * grow + 4, cnt[C_ALIVE] + cnt[C_OUT] + 4)
+
+
+# ============================================================================================
 # the loop
 # ============================================================================================
 
@@ -464,27 +516,11 @@ def run(cnt, cfg, qf, qi, cf, ci, fni, bal, inv, hb, fhead, ftail, conc, nf, ni,
         cnt[C_BUFFERED] += 1
 
     # ---------------------------------------------------------------- pods
-    def pending_remove(c):
-        if ci[c, CI_PENDING] == 0:
-            return
-        p = ci[c, CI_PPREV]
-        q = ci[c, CI_PNEXT]
-        if p >= 0:
-            ci[p, CI_PNEXT] = q
-        else:
-            cnt[C_PHEAD] = q
-        if q >= 0:
-            ci[q, CI_PPREV] = p
-        else:
-            cnt[C_PTAIL] = p
-        ci[c, CI_PENDING] = 0
-        cnt[C_PENDING] -= 1
-
     def delete_pod(c, now):
         if not np.isnan(cf[c, CF_DELETED]):
             return
         cf[c, CF_DELETED] = now
-        pending_remove(c)
+        pending_remove(ci, cnt, c)
         if ci[c, CI_NODE] >= 0:
             k = cnt[C_OUT]
             outbox[k, 0] = c
@@ -726,10 +762,9 @@ def run(cnt, cfg, qf, qi, cf, ci, fni, bal, inv, hb, fhead, ftail, conc, nf, ni,
             cnt[C_STOP] = STOP_BUDGET
             break
         # capacity for whatever one event may add (see the module docstring)
-        grow = cnt[C_BUFFERED] + cnt[C_WAITING] + 4
-        if (cnt[C_HSIZE] + 8 * grow + (cnt[C_ALIVE] + 2) * (cnt[C_PENDING] + 1) + 16 > ht.shape[0]
-                or cnt[C_NCONT] + grow > ci.shape[0] or cnt[C_MAXNODE] + grow > nhk.shape[1]
-                or 2 * grow + 4 > stack.shape[0] or cnt[C_ALIVE] + cnt[C_OUT] + 4 > outbox.shape[0]):
+        n_events, n_cont, n_heap, n_stack, n_out = capacity_needed(cnt)
+        if (n_events > ht.shape[0] or n_cont > ci.shape[0] or n_heap > nhk.shape[1] or n_stack > stack.shape[0]
+                or n_out > outbox.shape[0]):
             cnt[C_STOP] = STOP_GROW
             break
         if nxt < n_req and (cnt[C_HSIZE] == 0 or qf[nxt, QF_T] <= ht[0]):
