@@ -233,6 +233,7 @@ def prepare(
             "started_at": time.time(),
             "started_by": os.getpid(),
             "owner": asdict(record_for("owner", "owner", owner_pid)) if owner_pid else None,
+            "starter": asdict(record_for("starter", "starter", os.getpid())),  # vouches for the lab while it comes up
         }
     )
     if platform_entry(platform).guest_key:

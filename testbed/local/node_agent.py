@@ -281,31 +281,49 @@ class NodeAgent:
 
 ORPHAN_CHECK_S = 1.0
 CONTROLLER_GRACE_S = 15.0
-"""How long an agent outlives its lab's controller (it starts before the controller, and a run
-never needs an agent without one)."""
+"""How long an agent outlives its lab's controller (or, before the controller first runs, the process
+bringing the lab up): a run never needs an agent without a controller."""
 
 
-def orphaned(state: LabState, started: float, now: float) -> str | None:
+class OrphanCheck:
     """Why this agent's lab is gone, or None while it lives: its state directory or ``lab.json``
     removed (``down`` ran, or the experiment's folder was deleted), the process that owns the lab
-    gone, or no controller alive for ``CONTROLLER_GRACE_S``. An agent that outlives its lab is a
-    process nothing else will ever stop."""
-    lab = state.read_lab()
-    if lab is None:
-        return f"the lab's state ({state.lab_file}) is gone"
-    owner = lab.get("owner")
-    if owner and not ProcRecord(**owner).alive():
-        return f"the lab's owner (pid {owner['pid']}) is gone"
-    if now - started >= CONTROLLER_GRACE_S and not state.live_procs("controller"):
-        return "the lab's controller is gone"
-    return None
+    gone, or for ``CONTROLLER_GRACE_S`` no controller alive -- nor, until a controller has been seen,
+    the process bringing the lab up (``lab.json`` ``starter``). An agent that outlives its lab is a process nothing else
+    will ever stop. The grace runs from the last moment either was alive, not from the agent's
+    start: agents start before the controller, and on the container runtime bringing every node up
+    (pulling and unpacking its images under its CPU quota) can take longer than the grace on a
+    loaded machine -- agents that judged from their own start tore a healthy lab down before its
+    controller had started."""
+
+    def __init__(self, state: LabState, now: float) -> None:
+        self.state = state
+        self.vouched = now
+        self.seen_controller = False
+
+    def __call__(self, now: float) -> str | None:
+        lab = self.state.read_lab()
+        if lab is None:
+            return f"the lab's state ({self.state.lab_file}) is gone"
+        owner = lab.get("owner")
+        if owner and not ProcRecord(**owner).alive():
+            return f"the lab's owner (pid {owner['pid']}) is gone"
+        starter = lab.get("starter")
+        if self.state.live_procs("controller"):
+            self.seen_controller = True
+            self.vouched = now
+        elif not self.seen_controller and starter and ProcRecord(**starter).alive():
+            self.vouched = now  # still coming up
+        elif now - self.vouched >= CONTROLLER_GRACE_S:
+            return "the lab's controller is gone"
+        return None
 
 
 async def _orphan_watch(state: LabState, stop: asyncio.Event, verdict: list[str]) -> None:
-    started = time.monotonic()
+    check = OrphanCheck(state, time.monotonic())
     while not stop.is_set():
         await asyncio.sleep(ORPHAN_CHECK_S)
-        why = orphaned(state, started, time.monotonic())
+        why = check(time.monotonic())
         if why is not None:
             log.warning("%s: this agent stops (its instances with it)", why)
             verdict.append(why)

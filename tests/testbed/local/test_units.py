@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 
 import psutil
 import pytest
@@ -280,3 +281,44 @@ def test_a_lab_whose_bring_up_fails_with_a_testbed_error_leaves_no_cgroup(tmp_pa
         labmod.up("lab-small", state_dir=root, port=0)
     assert len(made) == 1 and not made[0].exists(), f"left behind: {made}"
     assert LabState(root).cgroups() == []
+
+
+def _dead_record(role: str) -> ProcRecord:
+    proc = subprocess.Popen(["sleep", "30"])
+    rec = record_for(role, role, proc.pid)
+    proc.kill()
+    proc.wait()
+    return rec
+
+
+def test_agents_wait_for_a_controller_while_the_lab_is_still_coming_up(tmp_path):
+    """Agents start before the controller; on the container runtime the nodes' start (pulling and
+    unpacking images under their quota) took longer than the grace on a loaded machine, and agents
+    counting it from their own start tore down a healthy lab before its controller ran. The process
+    bringing the lab up vouches for it until a controller has been seen; after that only a
+    controller does, and a lab nobody vouches for is gone after the grace."""
+    from testbed.local.node_agent import CONTROLLER_GRACE_S, OrphanCheck
+
+    state = LabState(tmp_path / "lab")
+    state.root.mkdir(parents=True)
+    state.write_lab({"owner": None, "starter": asdict(record_for("starter", "starter", os.getpid()))})
+    check = OrphanCheck(state, 0.0)
+    assert check(10 * CONTROLLER_GRACE_S) is None  # still coming up: no verdict however long it takes
+
+    controller = subprocess.Popen(["sleep", "30"])
+    try:
+        state.add_proc(record_for("controller", "controller", controller.pid))
+        assert check(11 * CONTROLLER_GRACE_S) is None
+    finally:
+        controller.kill()
+        controller.wait()
+    # the controller has run and died: the starter, still alive, no longer vouches
+    assert check(11 * CONTROLLER_GRACE_S + 1.0) is None
+    assert check(12 * CONTROLLER_GRACE_S + 0.5) == "the lab's controller is gone"
+
+    # the process bringing the lab up died before any controller ran: gone after the grace
+    state.remove_proc("controller", "controller")
+    state.write_lab({"owner": None, "starter": asdict(_dead_record("starter"))})
+    check = OrphanCheck(state, 0.0)
+    assert check(CONTROLLER_GRACE_S - 1.0) is None
+    assert check(CONTROLLER_GRACE_S) == "the lab's controller is gone"
