@@ -12,6 +12,7 @@ import typer
 
 from testbed.errors import ConfigError
 from testbed.platforms import DEFAULT_PLATFORM, Platform
+from testbed.sim.warmup import FUNCTION_MIX as BENCH_FUNCTIONS
 
 app = typer.Typer(help="The discrete-event simulator of Knative or OpenWhisk on Kubernetes.", no_args_is_help=True)
 log = logging.getLogger(__name__)
@@ -156,7 +157,6 @@ BENCH = (
     ("large-120", "large-120", 2400.0),
     ("homogeneous-20", "homogeneous-20", 400.0),
 )
-BENCH_FUNCTIONS = {"dynamic-html": 0.3, "float-ops": 0.3, "thumbnailer": 0.2, "aes": 0.2}
 
 
 def bench_workload(peak: float, *, step_s: float = 60.0, seed: int = 0) -> Any:

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from functions.platform import PLATFORMS
 
-WARMUP_FUNCTIONS = {"dynamic-html": 0.3, "float-ops": 0.3, "thumbnailer": 0.2, "aes": 0.2}
-"""The warm-up workload's functions (the bench's). Any short run will do: numba compiles a kernel
-whole, once per argument types, whatever paths the run takes."""
+FUNCTION_MIX = {"dynamic-html": 0.3, "float-ops": 0.3, "thumbnailer": 0.2, "aes": 0.2}
+"""The functions of the warm-up workload and of ``bench sim``'s (one definition). Any short run
+compiles everything: numba compiles a kernel whole, once per argument types, whatever paths the run
+takes."""
 
 
 def compile_kernels(platform: str) -> None:
@@ -31,7 +32,7 @@ def compile_kernels(platform: str) -> None:
     from testbed.sim.backend import evaluate
     from testbed.sim.engine import SimConfig
 
-    workload = steps([5.0, 10.0, 20.0, 40.0, 40.0], 5.0, WARMUP_FUNCTIONS, seed=0)
+    workload = steps([5.0, 10.0, 20.0, 40.0, 40.0], 5.0, FUNCTION_MIX, seed=0)
     evaluate(load_cluster("homogeneous-20"), workload, default_profile(), seed=0,
              config=SimConfig(platform=platform))  # type: ignore[arg-type]
 
