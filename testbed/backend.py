@@ -43,8 +43,9 @@ class Backend(Protocol):
     def run(self, workload: Workload, out_dir: Path, *, seed: int = 0) -> RunResult:
         """Replay ``workload`` open-loop and write a run directory to ``out_dir``."""
 
-    def close(self) -> None:
-        """Release everything the backend started."""
+    def close(self, *, failed: bool = False) -> None:
+        """Release everything the backend started; ``failed``: the work ended by an error, so keep
+        what helps to find out why (the embedded lab keeps its logs)."""
 
 
 def restore(backend: Backend, profile: Profile, *, why: str) -> dict[str, Any]:

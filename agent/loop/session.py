@@ -45,11 +45,13 @@ class Session:
         ``twin-fits.json``."""
         from agent.loop.experiment import Experiment
 
+        failed = True
         try:
             summary = Experiment(self.config, self.backend, self.workload, self.tuner, self.out,
                                  on_start=on_start, on_step=on_step).run(resume=resume)
+            failed = False
         finally:
-            self.close()
+            self.close(failed=failed)
         if self.fits:
             write_atomic(self.out / "twin-fits.json", json.dumps(self.fits, indent=1, sort_keys=True) + "\n")
         return summary
@@ -60,8 +62,8 @@ class Session:
         every other tuner."""
         return list(getattr(self.tuner, "fits", None) or [])
 
-    def close(self) -> None:
-        self.backend.close()
+    def close(self, *, failed: bool = False) -> None:
+        self.backend.close(failed=failed)
 
 
 def open_session(config: ExperimentConfig, out: Path) -> Session:
@@ -108,7 +110,7 @@ def open_session(config: ExperimentConfig, out: Path) -> Session:
             tuner = build(live)
         notes = _placement_notes(spec if spec is not None else live, be, wl, out)
     except BaseException:
-        be.close()
+        be.close(failed=True)
         raise
     return Session(config, be, wl, tuner, out, notes)
 

@@ -473,7 +473,7 @@ class KubeBackend(SchedulerRollout, ImageCacheReset):
         keep["placements"] = {"pods": int(len(placements)), "nodes": sorted({n for n in placements["node"] if isinstance(n, str)})}
         return write_run(out_dir, requests, placements, info=keep, failed=failed, failure=failure)
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
         if self.api_client is not None:
             self.api_client.close()
 

@@ -65,6 +65,7 @@ class LocalBackend:
         runtime: str = "process",
     ) -> None:
         self.cluster = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
+        self.made_state_dir = state_dir is None  # ours to remove once the lab is down and all went well
         if state_dir is None:
             import tempfile
 
@@ -178,19 +179,32 @@ class LocalBackend:
                 failure = "; ".join(x for x in (failure, "void: " + "; ".join(judged.void_observed)) if x)
         return write_run(out_dir, result.requests, placements, info=summary, failed=failed, failure=failure)
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
+        """Stop the lab this backend started. Its private state directory (only the lab's logs are
+        left once the lab is down) is removed unless the work ``failed``: then the logs stay for a
+        post-mortem and the log says where. Left behind after every clean run, those directories
+        piled up in the temporary directory, one per experiment."""
         if self._closed:
             return
         self._closed = True
         self.client.close()
-        if self.owned:
-            labmod.down(self.state_dir)
+        if not self.owned:
+            return
+        labmod.down(self.state_dir)
+        if not self.made_state_dir:
+            return
+        if failed:
+            log.warning("the lab's logs are kept in %s", self.state_dir / "logs")
+        else:
+            import shutil
+
+            shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalBackend:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(failed=exc_type is not None)
 
     def __del__(self) -> None:  # a forgotten close must not leave processes behind
         try:

@@ -211,5 +211,5 @@ class SimBackend:
         (out_dir / "summary.json").unlink(missing_ok=True)
         return write_run(out_dir, requests, placements_frame(out), info=info, failed=failed, failure=failure)
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
         """The simulator holds no resources."""

@@ -119,7 +119,7 @@ class AnalyticBackend:
         })
         return write_run(out_dir, frame, info={"seed": seed})
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
         return None
 
 

@@ -31,8 +31,8 @@ class CrashingBackend:
             raise Crash(f"killed during run {self.runs}")
         return self.inner.run(workload, out_dir, seed=seed)
 
-    def close(self) -> None:
-        self.inner.close()
+    def close(self, *, failed: bool = False) -> None:
+        self.inner.close(failed=failed)
 
 
 class Backends(list):

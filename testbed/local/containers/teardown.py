@@ -30,6 +30,8 @@ def remove(state_root: Path, lab: dict[str, Any] | None) -> dict[str, int]:
     if cgroups.get("base") and cgroups.get("mode") == "cgroup-v1" and lab_id:
         _remove_lab_groups(Path(cgroups["base"]) / cgroups["lab_group"])
     if root.exists():
+        if (root / "nodes").exists():  # unlinking every unpacked layer is disk-bound: minutes, not silent
+            log.info("removing the nodes' image stores (%s); on a slow disk this takes a minute or two", root / "nodes")
         shutil.rmtree(root / "nodes", ignore_errors=True)
         shutil.rmtree(root / "registry", ignore_errors=True)
         shutil.rmtree(root / "runc", ignore_errors=True)

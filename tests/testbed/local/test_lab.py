@@ -205,3 +205,26 @@ def test_a_run_whose_lab_controller_died_is_void(cluster_file, state_dir, tmp_pa
     assert "stopped answering during the run" in result.summary["failure"]
     assert result.summary["count"] == len(t)  # nothing scheduled is lost from the record
     assert not LabState(state_dir).live_procs()
+
+
+@pytest.mark.parametrize("how", ["clean", "failed", "given"])
+def test_a_backend_removes_the_state_directory_it_made_unless_the_work_failed(cluster_file, tmp_path, monkeypatch, how):
+    """Every ``tune --backend local`` left its private ``scoretune-local-*`` directory (the lab's
+    logs) in the temporary directory: 83 of them piled up on this machine. After a clean close the
+    directory the backend made is gone; after a failure its logs stay for a post-mortem; a
+    directory the caller gave is never removed."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    given = tmp_path / "given-state" if how == "given" else None
+    backend = LocalBackend(cluster_file, state_dir=given, cpu_enforcement="duty-cycle")
+    state = backend.state_dir
+    try:
+        assert (state / "lab.json").exists() and (given is None) == state.name.startswith("scoretune-local-")
+    finally:
+        backend.close(failed=how == "failed")
+    assert labmod.running_lab(state) is None
+    if how == "clean":
+        assert not state.exists()
+    else:
+        assert (state / "logs" / "controller.log").exists() and not (state / "lab.json").exists()
