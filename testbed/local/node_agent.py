@@ -93,6 +93,20 @@ class NodeAgent:
                               image_sizes=sizes, log_path=self.state.log_path,
                               on_spawn=lambda inst: self.state.add_proc(record_for("instance", inst.id, inst.pid)))
 
+    def leave_lab_group(self) -> None:
+        """The lab's state is gone (its folder deleted, or ``down`` ran), so no ``down`` will remove
+        the lab's own CPU group that ``testbed up`` made: each agent, its node's group already
+        removed, tries to remove it, and the last one out succeeds (until then it still holds
+        other nodes' groups). Without this, every such lab left an empty ``scoretune-lab-*`` group."""
+        if not isinstance(self.limiter, cpu.CgroupLimiter):
+            return
+        try:
+            self.limiter.root.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            log.info("the lab's group %s stays for the last agent: %s", self.limiter.root, err.strerror)
+
     def _start_neighbours(self) -> None:
         """The hardware's noisy neighbour: processes in the node's CPU group (one per core it uses)."""
         nb = self.hardware.neighbour
@@ -355,6 +369,8 @@ async def _serve(agent: NodeAgent, state: LabState, name: str) -> None:
 
         log.warning("tearing the rest of the lab down")
         down(state.root)
+    elif verdict:
+        agent.leave_lab_group()
 
 
 def main(argv: list[str] | None = None) -> int:

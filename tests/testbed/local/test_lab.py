@@ -153,6 +153,8 @@ def test_agents_stop_by_themselves_when_their_labs_folder_is_deleted(cluster_fil
 
     root = tmp_path / "doomed" / "lab-state"
     labmod.up(cluster_file, state_dir=root, port=0)
+    lab = LabState(root).read_lab()
+    group = Path(lab["cpu"]["base"]) / lab["cpu"]["lab_group"] if lab["cpu"]["base"] else None
     recorded = LabState(root).procs()
     agents = [r for r in recorded if r.role == "agent"]
     assert len(agents) == 2
@@ -164,6 +166,8 @@ def test_agents_stop_by_themselves_when_their_labs_folder_is_deleted(cluster_fil
     shutil.rmtree(root.parent)
     _wait_dead(agents)
     assert not any(r.alive() for r in agents)
+    # nor the lab's own CPU group: no `down` could remove it (CI left such empty groups behind)
+    assert group is None or not group.exists(), f"left behind: {group}"
 
 
 def test_down_stops_agents_no_record_names(cluster_file, state_dir):
