@@ -100,7 +100,8 @@ def evaluate_command(
                                        "evaluated beside --scenarios."),
     seeds: int = typer.Option(3, min=1, max=1000, help="Seeds per scenario (independent repetitions; intervals are over seeds)."),
     out: Path = typer.Option(Path("runs/evaluate"), "--out", "-o", help="Directory for table.md, table.csv, "
-                             "results.csv, budget.md, plots."),
+                             "results.csv, budget.md, plots; each finished task is kept in DIR/tasks/ and "
+                             "reused when the same command runs again (a stopped evaluation resumes)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write a summary here: per method, the mean "
                                          "improvement over the default weights (%) and the gap closed (0..1), overall "
                                          "and per scenario."),

@@ -39,6 +39,7 @@ import pandas as pd
 from agent.actions import ActionCodec
 from agent.compute import Compute, run_tasks
 from agent.errors import AgentError
+from agent.evaluation import checkpoints
 from agent.evaluation.runner import run_experiment
 from agent.evaluation.scoring import score
 from agent.evaluation.tables import make_out_dir, read_oracle_cache, read_results, write_tables
@@ -233,17 +234,35 @@ def evaluate(
         key = _oracle_key(p, s, _objective_seed(p, seeds_[0]))
         return Task(s, seeds_, methods_, policies, p, cache.get(key), None if prior is None else str(prior))
 
-    def run_all(tasks: list[Task]) -> list[dict[str, Any]]:
-        def progress(i: int, result: dict[str, Any]) -> None:
-            finished.append(i)
+    revision = checkpoints.code_revision()
+
+    def run_all(tasks: list[Task], keep: bool = False) -> list[dict[str, Any]]:
+        """Every task's result in task order; ``keep``: each is kept in DIR/tasks/ as it finishes,
+        and those kept by an earlier, stopped run of the same evaluation are reused."""
+        kept = {i: r for i, t in enumerate(tasks)
+                if keep and (r := checkpoints.load(out_dir, t, revision, objective_factory)) is not None}
+        todo = [i for i in range(len(tasks)) if i not in kept]
+        if kept:
+            log.info("resuming: %d of %d tasks kept in %s from an earlier run; %d to run",
+                     len(kept), len(tasks), out_dir / checkpoints.TASKS_DIR, len(todo))
+
+        def progress(k: int, result: dict[str, Any]) -> None:
+            if keep:
+                checkpoints.save(out_dir, tasks[todo[k]], result, revision, objective_factory)
+            finished.append(k)
             if on_done is not None:
-                on_done(result["scenario"], len(finished), len(tasks))
+                on_done(result["scenario"], len(kept) + len(finished), len(tasks))
 
         finished: list[int] = []
         if objective_factory is not None:  # a test's objectives: not picklable, run here
-            results = [run_task(t, objective_factory) for t in tasks]
+            ran = []
+            for k, i in enumerate(todo):
+                ran.append(run_task(tasks[i], objective_factory))
+                progress(k, ran[-1])
         else:
-            results = run_tasks(run_task, tasks, compute, progress)
+            ran = run_tasks(run_task, [tasks[i] for i in todo], compute, progress)
+        by_index = {**kept, **dict(zip(todo, ran, strict=True))}
+        results = [by_index[i] for i in range(len(tasks))]
         for result in results:  # in task order, whatever order they finished in
             for seed, value in result["oracle"].items():
                 if p.oracle_runs > 0:
@@ -267,7 +286,7 @@ def evaluate(
     log.info("%s protocol: %d scenarios x %d seeds x %d budgets x %d methods on %s",
              "noise-free" if p.exact else "noisy", len(scenarios), len(seed_list), len(p.all_budgets()),
              len(all_methods), compute.describe())
-    results = run_all(tasks)
+    results = run_all(tasks, keep=True)
     frame = score([row for r in results for row in r["rows"]], p.steps)
     frame["platform"] = str(p.platform)  # every row says what served the functions (as evaluation.json)
     table = write_tables(frame, out_dir, p.steps)

@@ -192,3 +192,44 @@ def test_combine_refuses_evaluations_of_different_platforms(tmp_path):
     with pytest.raises(AgentError, match="different platforms .*a: knative, .*b: openwhisk"):
         combine([a, b], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+_BUILT: list[str] = []
+_FAIL_ON: set[str] = set()
+
+
+def _counted(name, seed, metric):
+    """``_factory``, recording which scenarios it built, and failing (a killed job) on ``_FAIL_ON``."""
+    if name in _FAIL_ON:
+        raise RuntimeError(f"killed while evaluating {name}")
+    _BUILT.append(name)
+    return _factory(name, seed, metric)
+
+
+def test_a_stopped_evaluation_resumes_from_the_tasks_it_finished(tmp_path, monkeypatch):
+    """An evaluation keeps nothing until its end was the rule: 40 tasks x 5 seeds (hours) killed at
+    task 11 lost all eleven. Each finished task is now kept in DIR/tasks/; run again with the same
+    options, the evaluation reuses those (their objectives are never built) and writes the tables a
+    full run writes; a change of the options or of the code's revision runs them again."""
+    from agent.evaluation import checkpoints
+
+    kw = dict(seeds=2, methods=["default", "random", "hill"], protocol=Protocol(steps=3, oracle_runs=20),
+              objective_factory=_counted)
+    evaluate(["x", "y"], out_dir=tmp_path / "full", **kw)
+    monkeypatch.setattr(f"{__name__}._FAIL_ON", {"y"})
+    with pytest.raises(RuntimeError, match="killed while evaluating y"):
+        evaluate(["x", "y"], out_dir=tmp_path / "run", **kw)
+    assert len(list((tmp_path / "run" / "tasks").glob("x-*.json"))) == 2 and not (tmp_path / "run" / "table.md").exists()
+    monkeypatch.setattr(f"{__name__}._FAIL_ON", set())
+    _BUILT.clear()
+    evaluate(["x", "y"], out_dir=tmp_path / "run", **kw)
+    assert set(_BUILT) == {"y"}, "the finished tasks are reused, not run again"
+    for name in ("table.md", "budget.md", "results.csv"):
+        assert (tmp_path / "run" / name).read_text() == (tmp_path / "full" / name).read_text(), name
+    _BUILT.clear()
+    evaluate(["x", "y"], out_dir=tmp_path / "run", **{**kw, "protocol": Protocol(steps=4, oracle_runs=20)})
+    assert set(_BUILT) == {"x", "y"}, "other options: nothing is reused"
+    _BUILT.clear()
+    monkeypatch.setattr(checkpoints, "code_revision", lambda: "another-commit")
+    evaluate(["x", "y"], out_dir=tmp_path / "run", **kw)
+    assert set(_BUILT) == {"x", "y"}, "other code: nothing is reused"
