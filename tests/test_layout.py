@@ -36,7 +36,7 @@ LOCAL_FLOORS = (
     ("containers",),
     ("node_runtime", "neighbour"),
     ("placement", "routing", "hardware"),
-    ("cpu",),
+    ("cpu", "host"),
     ("state",),
 )
 """``testbed/local``'s rooms, top to bottom: the controllers (a lab process) never reach the

@@ -19,6 +19,7 @@ from loadgen.results import RunResult, placements_table, write_run
 from loadgen.workload import Workload
 from testbed.cluster import ClusterSpec, load_cluster
 from testbed.errors import InputError, TestbedError
+from testbed.local import host
 from testbed.local import lab as labmod
 from testbed.local.state import LabState
 from testbed.platforms import platform_entry
@@ -144,7 +145,9 @@ class LocalBackend:
             "platform": str(self.platform),
             "profile": profile_record(self.profile),
         }
+        before = host.sample()
         result = replay(workload, self.handle.target, out_dir, timeout_s=self.timeout_s, info=info)
+        during = host.between(before, host.sample())
         t0 = (result.summary.get("replay") or {}).get("start_epoch") or started
         failed, failure = result.failed, result.summary.get("failure")
         try:
@@ -164,6 +167,7 @@ class LocalBackend:
             summary.pop(key, None)
         summary = {k: v for k, v in summary.items() if not k.startswith(("latency_", "dispatch_", "late_"))}
         summary["lab_events"] = events
+        summary["host"] = during  # what the machine under the lab did meanwhile (steal, CPU pressure)
         summary["nodes_lost"] = sorted({e["node"] for e in events if e.get("event") == "node_lost"})
         faults = lab_faults(events)
         if faults:

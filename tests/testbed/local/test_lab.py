@@ -39,6 +39,7 @@ def test_up_run_down_leaves_nothing(small_workload, cluster_file, state_dir, mon
         backend.close()
     s = result.summary
     assert s["count"] == len(wl) == s["ok"] + s["errors"] + s["timeouts"]
+    assert s["host"]["seconds"] > 0 and 0 <= s["host"]["steal_share"] < 1  # what the machine did meanwhile
     assert s["ok"] == len(wl), s
     assert not result.failed
     req, pl = result.requests, result.placements
