@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 
 import typer
 from typer.core import TyperGroup
@@ -167,7 +169,22 @@ app.add_typer(twin_app, name="twin", help="The twin of your cluster: fit it from
 app.add_typer(bench_app, name="bench")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def terminate_as_interrupt() -> None:
+    """A ``kill`` (SIGTERM: a job manager, a CI timeout, ``kill PID``) runs the same cleanup as
+    Ctrl-C: every ``finally`` and context manager unwinds -- Locust stopped, a lab the command
+    started torn down -- instead of the process vanishing and leaving its Locust to run out its
+    time and its lab to its controller's owner check. ``tune`` installs its own handler on top
+    (``testbed.backend.restoring``) and puts this one back afterwards."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
 def main() -> None:
+    terminate_as_interrupt()
     app()
 
 

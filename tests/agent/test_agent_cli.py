@@ -134,3 +134,37 @@ def test_make_tunes_preset_runs_the_twin_tuner_and_a_typed_tuner_wins(tmp_path):
                                 "--confirm", "0", "--out", str(tmp_path / "other")])
     assert other.exit_code == 0, other.output
     assert json.loads((tmp_path / "other" / "config.json").read_text())["method"] == "random"
+
+
+def test_a_killed_command_unwinds_as_on_ctrl_c(tmp_path):
+    """SIGTERM to ``scoretune fidelity`` (a job manager's kill) killed the Python process at once:
+    its Locust ran on to its end and its lab waited for the controller's owner check. ``main``
+    turns SIGTERM into the KeyboardInterrupt Ctrl-C raises, so every ``finally`` runs."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    code = ("import subprocess\n"
+            "from agent.cli.app import terminate_as_interrupt\n"
+            "terminate_as_interrupt()\n"
+            "child = subprocess.Popen(['sleep', '60'])\n"
+            "print(child.pid, flush=True)\n"
+            "try:\n"
+            "    child.wait()\n"
+            "finally:\n"
+            "    child.kill()\n"
+            "    child.wait()\n"
+            "    print('cleaned up', flush=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = int(proc.stdout.readline())
+    try:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert "cleaned up" in out, (proc.returncode, err[-500:])
+        assert "KeyboardInterrupt: SIGTERM" in err
+        assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    finally:
+        if psutil.pid_exists(child):
+            psutil.Process(child).kill()
