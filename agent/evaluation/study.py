@@ -202,7 +202,9 @@ def evaluate(
     prior: Path | None = None,
 ) -> pd.DataFrame:
     """Run the protocol and write ``results.csv``, ``table.md/csv``, ``budget.md/csv``, the plots
-    (noise-free) and ``evaluation.json`` to ``out_dir``; returns the headline table. Without methods
+    (noise-free) and ``evaluation.json`` to ``out_dir``; returns the headline table. Each finished
+    task is kept in ``out_dir/tasks/`` (:mod:`agent.evaluation.checkpoints`) and reused when the
+    same evaluation runs again, so a stopped one resumes. Without methods
     (``--oracle-only``) it only fills the oracle cache. ``prior``: the transfer prior the methods
     that use the training tasks read (default: the shipped one), checked before anything runs."""
     p = protocol
