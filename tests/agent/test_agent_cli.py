@@ -149,9 +149,9 @@ def test_a_killed_command_unwinds_as_on_ctrl_c(tmp_path):
     code = ("import subprocess\n"
             "from agent.cli.app import terminate_as_interrupt\n"
             "terminate_as_interrupt()\n"
-            "child = subprocess.Popen(['sleep', '60'])\n"
-            "print(child.pid, flush=True)\n"
+            "child = subprocess.Popen(['sleep', '60'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
             "try:\n"
+            "    print(child.pid, flush=True)\n"  # inside: the signal may land before print returns
             "    child.wait()\n"
             "finally:\n"
             "    child.kill()\n"
