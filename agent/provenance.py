@@ -34,6 +34,21 @@ def versions() -> dict[str, str | None]:
     return found
 
 
+def code_revision() -> str:
+    """What code computed a result (a kept evaluation task reuses only its own): ``<commit>``, or
+    ``<commit>-dirty`` when tracked files differ from it, in a git checkout; else the
+    installed scoretune version."""
+    rev = git_revision()
+    if rev is None:
+        return f"scoretune {versions().get('scoretune')}"
+    try:
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=REPO, capture_output=True,
+                               timeout=10).returncode != 0
+    except (OSError, subprocess.SubprocessError):
+        dirty = True  # cannot tell: never reuse on a guess
+    return f"{rev}-dirty" if dirty else rev
+
+
 def provenance() -> dict[str, Any]:
     return {
         "git_revision": git_revision(),

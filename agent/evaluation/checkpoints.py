@@ -16,31 +16,15 @@ import hashlib
 import json
 import logging
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from agent.provenance import code_revision
 from functions.atomic import write_atomic
 
 log = logging.getLogger(__name__)
 
 TASKS_DIR = "tasks"
-
-
-def code_revision() -> str:
-    """What code computed a task: ``<commit>`` or ``<commit>-dirty`` in a git checkout, else the
-    installed scoretune version."""
-    from agent.provenance import REPO, git_revision, versions
-
-    rev = git_revision()
-    if rev is None:
-        return f"scoretune {versions().get('scoretune')}"
-    try:
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=REPO, capture_output=True,
-                               timeout=10).returncode != 0
-    except (OSError, subprocess.SubprocessError):
-        dirty = True  # cannot tell: never reuse on a guess
-    return f"{rev}-dirty" if dirty else rev
 
 
 def _plain(value: Any) -> Any:
