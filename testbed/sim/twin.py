@@ -140,6 +140,12 @@ class Twin:
     platform: Platform = DEFAULT_PLATFORM
     """What serves the functions (``SimConfig.platform``): a user knows their platform."""
 
+    _memo: dict[Profile, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """``predict``'s metrics by profile for the parameters in ``_memo_params``: a search asks the same
+    profile many times (a pool searched at every step, actions that round to one profile, the measured
+    profiles again), and the twin is deterministic (its own seed), so a repeat is a lookup."""
+    _memo_params: TwinParams | None = field(default=None, init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if self.params is None:
             self.params = TwinParams.neutral(self.view)
@@ -155,8 +161,14 @@ class Twin:
                         config=SimConfig(platform=self.platform), where=where)
 
     def predict(self, profile: Profile) -> float:
-        """The twin's latency metric for ``profile`` (seconds, > 0)."""
-        return self.metric(self.summary(profile))
+        """The twin's latency metric for ``profile`` (seconds, > 0). Remembered until the parameters
+        change (any assignment to ``params``, as a fit makes: the memo is kept for one params object)."""
+        if self._memo_params is not self.params:
+            self._memo, self._memo_params = {}, self.params
+        value = self._memo.get(profile)
+        if value is None:
+            value = self._memo[profile] = self.metric(self.summary(profile))
+        return value
 
     def fit(self, observations: Sequence[Observation], *, rounds: int = ROUNDS) -> TwinFit:
         """Refit the hidden parameters to ``observations`` (from the current ones); returns the fit."""

@@ -86,6 +86,25 @@ def _two_runs(truth, config=None):
     return twin, twin.fit([Observation(default_profile(), float(summary["latency_mean_s"]), summary["where"])], rounds=8)
 
 
+def test_a_remembered_prediction_is_forgotten_when_the_parameters_change(specs, workload) -> None:
+    """predict() remembers its metric per profile (a search asks the same profiles at every step);
+    after a fit, or any new parameters, it must answer for the new ones: the memo of stale
+    parameters would keep the twin's old belief while its fit reports the new one."""
+    truth = _cluster(1.0, 0.5)
+    summary = evaluate(truth, workload, default_profile(), seed=0, functions=specs, where=True)
+    twin = Twin(cluster_view(truth), workload, specs, metric=lambda s: float(s["latency_mean_s"]))
+    calls: list[object] = []
+    real = twin.summary
+    twin.summary = lambda profile, **kw: calls.append(profile) or real(profile, **kw)  # type: ignore[method-assign]
+    neutral = twin.predict(default_profile())
+    assert twin.predict(default_profile()) == neutral and len(calls) == 1  # a repeat is a lookup
+    fit = twin.fit([Observation(default_profile(), float(summary["latency_mean_s"]), summary["where"])], rounds=4)
+    fresh = Twin(cluster_view(truth), workload, specs, metric=lambda s: float(s["latency_mean_s"]), params=fit.params)
+    assert twin.predict(default_profile()) == fresh.predict(default_profile()) != neutral
+    twin.params = fresh.params.neutral(twin.view)  # any assignment, not only fit's
+    assert twin.predict(default_profile()) == neutral
+
+
 def test_speeds_are_facts_only_where_the_runs_identify_them() -> None:
     """A node that served a small and a big function has its speed told apart from a fixed delay and
     printed as a fact; a node that served one size of work gets the twin's working value, named as
