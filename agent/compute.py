@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -59,14 +60,40 @@ def run_tasks(fn: Callable[[T], R], tasks: Sequence[T], compute: Compute = Compu
     if compute.ray:
         _ray_map(fn, tasks, compute, finished)
     elif compute.jobs > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(max_workers=compute.jobs) as pool:
-            futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
-            for future in as_completed(futures):
-                finished(futures[future], future.result())
+        _pool_map(fn, tasks, compute.jobs, finished)
     else:
         for i, t in enumerate(tasks):
             finished(i, fn(t))
     return results
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    """A worker's initializer: Ctrl-C reaches the whole process group and the CLI turns SIGTERM into
+    KeyboardInterrupt; in a worker either would only fail its current task and let it take the
+    next. The parent decides: it cancels what is queued and terminates its workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _pool_map(fn: Callable[[T], R], tasks: Sequence[T], jobs: int, finished: Callable[[int, Any], None]) -> None:
+    """Tasks on ``jobs`` worker processes. An interrupt (Ctrl-C, SIGTERM, an error reporting a
+    result) stops the pool at once: the executor's own exit would wait for every queued task --
+    hours of an evaluation, its results never reported -- so queued tasks are cancelled and the
+    workers terminated before the exception goes on."""
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_leave_interrupts_to_the_parent)
+    try:
+        futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
+        for future in as_completed(futures):
+            finished(futures[future], future.result())
+    except BaseException:
+        workers = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before 3.14
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.join(timeout=10)
+        raise
+    pool.shutdown(wait=True)
 
 
 def connect_ray(address: str, *, num_cpus: int | None = None) -> Any:
