@@ -33,7 +33,6 @@ seeded generator, and the scheduler's seeded tie-breaking.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -425,7 +424,7 @@ class Simulation:
             function=f,
             name=name,
             created_s=now,
-            sched_pod=dataclasses.replace(tmpl, name=name, uid=f"sim-{self._pod_seq}"),
+            sched_pod=tmpl.renamed(name, f"sim-{self._pod_seq}"),
         )
         pod.uid = len(self.pods)
         self.pods.append(pod)

@@ -31,3 +31,20 @@ def test_replicas_of_one_revision_spread_over_identical_nodes():
     assert counts.max() - counts.min() <= 1
     detail = sched.score(pod)
     assert "InterPodAffinity" not in detail.skipped and "PodTopologySpread" not in detail.skipped
+
+
+def test_a_renamed_revision_pod_is_the_template_under_another_name():
+    """The simulator's replicas come from ``Pod.renamed``; it must give exactly what
+    ``dataclasses.replace`` gives (a field lost or a name left unchanged would schedule a
+    different pod, or the same one twice)."""
+    import dataclasses
+
+    specs = discover_specs()
+    for name in sorted(specs)[:3]:
+        tmpl = pod_from_k8s(revision_pod(specs[name]))
+        new = tmpl.renamed("x-00007", "sim-7")
+        want = dataclasses.replace(tmpl, name="x-00007", uid="sim-7")
+        for f in dataclasses.fields(tmpl):
+            assert getattr(new, f.name) == getattr(want, f.name), f.name
+        assert type(new) is type(tmpl) and new is not tmpl
+        assert (tmpl.name, tmpl.uid) != ("x-00007", "sim-7")
