@@ -239,8 +239,10 @@ def write_run(
                         directory / "requests.parquet")
     _atomic_write_table(_to_table(placements, PLACEMENTS_SCHEMA, "placements table"), directory / "placements.parquet")
     summary = summarize(requests)
-    summary["where"] = where_time_went(requests, placements)
     summary.update(info or {})
+    # computed after ``info``: a backend's info is its load generator's summary, whose ``where``
+    # knew no placements (no pods, no pulls); the section is a function of the tables written here
+    summary["where"] = where_time_went(requests, placements)
     summary["failed"] = bool(failed)
     if failure:
         summary["failure"] = failure

@@ -22,8 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-WHERE_VERSION = 1
-"""Bumped when a field changes meaning (the twin's fit reads the section)."""
+WHERE_VERSION = 2
+"""Bumped when a field changes meaning (the twin's fit reads the section). 2: ``pods``, ``pulls``
+and ``pull_s`` are counted on every backend; a version-1 section written by the embedded lab or
+the kube backend has none (the load generator's section, computed without placements, replaced the
+run's), so a reader recomputes an older section from the run's tables (:func:`current_where`)."""
 
 
 def _latency_stats(lat: np.ndarray) -> dict[str, float | None]:
@@ -89,6 +92,16 @@ def where_time_went(requests: pd.DataFrame, placements: pd.DataFrame | None = No
             functions.setdefault(f, {})[name] = _cell(status[both], lat[both], cold[both])
     return {"version": WHERE_VERSION, "nodes": nodes, "functions": dict(sorted(functions.items())),
             "unserved": int((~served).sum())}
+
+
+def current_where(summary: Any) -> dict[str, Any] | None:
+    """A summary's ``where`` section if it is of this version, else None: the reader recomputes it
+    from the run's tables (:func:`where_time_went`) rather than trust a section that may lack the
+    pulls (version 1)."""
+    where = summary.get("where") if isinstance(summary, dict) else None
+    if isinstance(where, dict) and "nodes" in where and where.get("version") == WHERE_VERSION:
+        return where
+    return None
 
 
 def where_rows(where: dict[str, Any]) -> list[dict[str, Any]]:

@@ -60,7 +60,7 @@ def read_lab_runs(directory: Path) -> tuple[dict[str, Any], list[tuple[Any, floa
     timeout; a missing or failed run is one error naming its file."""
     from agent.metrics import metric_from_summary, run_timeout_s
     from loadgen.results import read_run
-    from loadgen.where import where_time_went
+    from loadgen.where import current_where, where_time_went
     from testbed.scheduler.config import parse_config
 
     path = directory / "fidelity.json"
@@ -84,8 +84,8 @@ def read_lab_runs(directory: Path) -> tuple[dict[str, Any], list[tuple[Any, floa
         config = (run.summary.get("profile") or {}).get("config")
         if not isinstance(config, dict):
             raise InputError("names no profile (profile.config)", file=run_dir / "summary.json")
-        where = run.summary.get("where")
-        if not isinstance(where, dict) or "nodes" not in where:
+        where = current_where(run.summary)
+        if where is None:
             where = where_time_went(run.requests, run.placements)
         timeout = run_timeout_s(run.summary)
         try:

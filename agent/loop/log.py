@@ -191,13 +191,26 @@ def append_record(out_dir: Path, record: StepRecord) -> None:
 
 def step_where(out_dir: Path, record: StepRecord) -> dict[str, Any] | None:
     """The per-node breakdown (``loadgen.where``) of a step's first candidate run, from its
-    summary.json; None when the run has none (a resume replays it from the same files)."""
+    summary.json -- recomputed from the run's tables when the summary's section is of an older
+    version (a version-1 lab run counted no pulls) -- or None when the run has neither (a resume
+    replays it from the same files)."""
+    from loadgen.errors import InputError
+    from loadgen.results import read_run
+    from loadgen.where import current_where, where_time_went
+
     for rel in record.run_dirs:
         if Path(rel).name.startswith("cand-"):
             try:
                 summary = json.loads((out_dir / rel / "summary.json").read_text())
             except (OSError, ValueError):
                 return None
-            where = summary.get("where") if isinstance(summary, dict) else None
-            return where if isinstance(where, dict) else None
+            where = current_where(summary)
+            if where is not None:
+                return where
+            try:
+                run = read_run(out_dir / rel)
+            except InputError:  # the tables are gone (a copied experiment keeps only summaries)
+                old = summary.get("where") if isinstance(summary, dict) else None
+                return old if isinstance(old, dict) else None
+            return where_time_went(run.requests, run.placements)
     return None

@@ -178,6 +178,31 @@ def test_tune_with_twin_on_sim_then_report_and_fit(tmp_path) -> None:
     assert bad.exit_code == 1 and "not a run directory" in bad.output
 
 
+def test_a_lab_summary_of_where_version_1_is_read_with_the_pulls_of_its_tables(tmp_path) -> None:
+    """Runs written before where version 2 by the lab (or kube) carry a ``where`` with no pulls (the
+    load generator's, computed without placements). The bug this names: the readers -- the resumed
+    twin's step_where, ``report``/``twin fit``'s read_where, ``twin fidelity`` -- took that section
+    as it was, and the twin never fitted a pull from a lab run."""
+    from agent.cli.report import read_where
+    from agent.loop.log import read_log, step_where
+
+    _, _, args = _own(tmp_path)
+    out = tmp_path / "exp"
+    assert runner.invoke(app, [*args, "--steps", "1", "--out", str(out)]).exit_code == 0
+    run = out / "runs" / "step-000" / "cand-0"
+    summary = json.loads((run / "summary.json").read_text())
+    fresh = summary["where"]
+    assert sum(c["pulls"] for c in fresh["nodes"].values()) > 0  # the reference run pulled images
+    stale = {**fresh, "version": 1,
+             "nodes": {n: {**c, "pods": 0, "pulls": 0, "pull_s": None} for n, c in fresh["nodes"].items()}}
+    (run / "summary.json").write_text(json.dumps({**summary, "where": stale}))
+    assert read_where(run)[1] == fresh
+    record = read_log(out)[0]
+    assert step_where(out, record) == fresh
+    (run / "placements.parquet").unlink()  # a copied experiment keeps only summaries: the old section
+    assert step_where(out, record) == stale
+
+
 def test_verdicts_replay_a_finished_twin_experiment(tmp_path) -> None:
     """``twin verdicts`` drives the twin through a finished experiment's logged runs as a resume does:
     on the simulator with no mismatch it predicted every run it proposed, and the rule never refused."""

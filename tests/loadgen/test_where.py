@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from loadgen.results import read_run, write_run
-from loadgen.where import where_table_lines, where_time_went
+from loadgen.where import current_where, where_table_lines, where_time_went
 
 
 def _requests() -> pd.DataFrame:
@@ -65,3 +65,22 @@ def test_the_summary_carries_it_and_the_table_fits_80_columns(tmp_path) -> None:
     lines = where_table_lines(run.summary["where"])
     assert len(lines) == 4 and lines[-1].startswith("1 request(s) reached no node")
     assert max(len(line) for line in lines) <= 80
+
+
+def test_a_backends_own_summary_passed_as_info_does_not_hide_the_pulls(tmp_path) -> None:
+    """The embedded lab and the kube backend hand write_run their load generator's summary as
+    ``info``; its ``where`` was computed without placements (no pods, no pulls). The bug this names:
+    that stale section replaced the run's, so the twin never saw a pull on a lab run."""
+    stale = where_time_went(_requests())  # what Locust's replay knows: requests, no placements
+    assert stale["nodes"]["n1"]["pulls"] == 0
+    run = write_run(tmp_path / "run", _requests(), _placements(), info={"backend": "local", "where": stale})
+    n1 = read_run(tmp_path / "run").summary["where"]["nodes"]["n1"]
+    assert (n1["pods"], n1["pulls"], n1["pull_s"]) == (1, 1, 2.0)
+    assert run.summary["backend"] == "local"  # the rest of info is kept
+
+
+def test_a_section_of_an_older_version_is_not_current(tmp_path) -> None:
+    run = write_run(tmp_path / "run", _requests(), _placements())
+    assert current_where(run.summary) == run.summary["where"]
+    assert current_where({**run.summary, "where": {**run.summary["where"], "version": 1}}) is None
+    assert current_where({"count": 6}) is None

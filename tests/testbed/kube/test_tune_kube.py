@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from fakeapi import squeeze, write_kubeconfig
 from typer.testing import CliRunner
@@ -119,3 +120,5 @@ def _tune_twin(fake, tmp_path):
     assert len(fits) == 3 and all(set(f["speed"]) == set(fits[0]["speed"]) for f in fits)
     ref = json.loads((out / "runs" / "step-000" / "cand-0" / "summary.json").read_text())
     assert sum(c["requests"] for c in ref["where"]["nodes"].values()) + ref["where"]["unserved"] == ref["count"]
+    placed = pd.read_parquet(out / "runs" / "step-000" / "cand-0" / "placements.parquet")["node"].notna().sum()
+    assert sum(c["pods"] for c in ref["where"]["nodes"].values()) == placed > 0  # not the load generator's section

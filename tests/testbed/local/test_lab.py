@@ -51,6 +51,11 @@ def test_up_run_down_leaves_nothing(small_workload, cluster_file, state_dir, mon
     # the slow node had no image cached: an instance placed there waited for the pull
     slow = pl[pl["node"] == "slow-0"]
     assert (slow["image_pull_s"].dropna() > 0).all()
+    # the summary's breakdown counts those pods and pulls (it once kept the load generator's, which
+    # knew no placements: the twin never saw a pull on the lab)
+    where = s["where"]["nodes"]
+    assert sum(c["pods"] for c in where.values()) == pl["node"].notna().sum()
+    assert where["slow-0"]["pulls"] == int((slow["image_pull_s"].dropna() > 0).sum()) > 0
     assert (pl["ready_s"].dropna() >= pl["scheduled_s"].dropna().min()).all()
     assert s["cluster"] == "test-lab" and s["backend"] == "local"
     assert set(s["profile"]) == {"scheduler_name", "weights", "config"}  # the shape of every backend
