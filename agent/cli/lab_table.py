@@ -22,6 +22,8 @@ def lab_table_command(
                                 "acting as its config says) or NAME=POLICY_FILE. 'default' needs no experiment: it is "
                                 "every experiment's reference."),
     seeds: int = typer.Option(2, min=1, max=100, help="Seeds per scenario and method (the workload's and the tuner's)."),
+    first_seed: int = typer.Option(0, min=0, max=10_000, help="The first seed: seeds FIRST..FIRST+SEEDS-1 (more "
+                                   "seeds for a finished table, or a row of one seed beside it)."),
     steps: int = typer.Option(10, min=1, max=1000, help="Runs per experiment after the reference (T)."),
     confirm: int = typer.Option(3, min=1, max=100, help="Paired reruns confirming each experiment's best profile."),
     duration: float = typer.Option(20.0, min=5.0, max=3600.0, help="Seconds of the lab workload (6 requests/s)."),
@@ -47,7 +49,7 @@ def lab_table_command(
         raise AgentError("lab-table: give at least one scenario and one method besides default")
     if shipped not in [m.name for m in specs]:
         raise AgentError(f"--shipped {shipped!r} is not one of --methods")
-    seed_list = list(range(seeds))
+    seed_list = list(range(first_seed, first_seed + seeds))
     if not report_only:
         run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, duration_s=duration,
                         backend=backend, platform=platform, runtime=runtime,

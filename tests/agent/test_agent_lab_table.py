@@ -79,6 +79,22 @@ def test_an_unfinished_experiment_is_named(tmp_path):
         collect(tmp_path, ["lab-b"], ["gp"], [0])
 
 
+def test_first_seed_reports_the_seeds_from_it_and_names_a_missing_one(tmp_path):
+    """``--first-seed 1 --seeds 1``: a row of seed 1 alone (a tuner changed after seed 0 ran)."""
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+
+    write_experiment(tmp_path, "lab-a", "gp", 1, applied=True, refs=(1.0,), cands=(0.8,))
+    base = ["lab-table", "--report-only", "--scenarios", "lab-a", "--methods", "gp", "--shipped", "gp", "-o", str(tmp_path)]
+    ok = CliRunner().invoke(app, [*base, "--first-seed", "1", "--seeds", "1"])
+    assert ok.exit_code == 0, ok.output
+    assert "(seeds: +20.0)" in (tmp_path / "table.md").read_text()
+    assert json.loads((tmp_path / "lab-table.json").read_text())["seeds"] == [1]
+    missing = CliRunner().invoke(app, [*base, "--seeds", "1"])  # seed 0 by default
+    assert missing.exit_code == 1 and "seed0: not finished" in missing.output
+
+
 def test_methods_are_checked(tmp_path):
     assert LabMethod.parse("gp", tmp_path / "p.zip").config_fields() == {"method": "gp", "policy": None}
     assert LabMethod.parse("policy", tmp_path / "p.zip") == LabMethod("policy", str(tmp_path / "p.zip"))
