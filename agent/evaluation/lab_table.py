@@ -269,8 +269,11 @@ def budget_markdown(frame: pd.DataFrame, baseline: str = "gp", budgets: Sequence
         g = frame[frame["method"] == method]
         cells = [f"{np.mean([best_by(c, t) for c in g['curve']]):+.1f}" for t in budgets]
         lines.append(f"| **all scenarios** | {md_cell(method)} | " + " | ".join(cells) + " |")
-    if baseline in methods:
-        yardstick = float(frame[frame["method"] == baseline]["applied_pct"].mean())
+    yardstick = float(frame[frame["method"] == baseline]["applied_pct"].mean()) if baseline in methods else 0.0
+    if baseline in methods and yardstick <= 0:  # no share of nothing: say so instead of a column of nan
+        lines += ["", f"{baseline} applied no gain over its experiments ({yardstick:+.1f} %), so no method's best "
+                  "measured improvement is shown as a share of it."]
+    elif baseline in methods:
         lines += ["", f"As a share of {baseline}'s confirmed gain at the full budget ({yardstick:+.1f} %, the "
                   "mean applied improvement over its experiments):", "",
                   "| method | " + " | ".join(f"T = {t}" for t in budgets) + " |", "|---|" + "---:|" * len(budgets)]

@@ -161,3 +161,12 @@ def test_every_experiment_weighs_the_same_whatever_its_pairs(tmp_path):
     assert "not confirmed (the default weights stay)" in table
     one = lab_markdown(collect(tmp_path, ["lab-a"], ["gp"], [0]), "gp")
     assert "| lab-a | +0.0 | +90.0 [90.0, 90.0] pairs (seeds: +90.0)" in one
+
+
+def test_a_baseline_that_applied_nothing_is_said_not_divided_by(tmp_path):
+    """GP-BO confirmed nothing on seeds 0-1 of the container lab: the share table was a column of nan."""
+    write_experiment(tmp_path, "lab-a", "gp", 0, applied=False, refs=(1.0,), cands=(1.1,), curve=(30.0,))
+    write_experiment(tmp_path, "lab-a", "twin", 0, applied=True, refs=(1.0,), cands=(0.5,), curve=(50.0,))
+    table = budget_markdown(collect(tmp_path, ["lab-a"], ["gp", "twin"], [0]))
+    assert "nan" not in table and "gp applied no gain over its experiments (+0.0 %)" in table
+    assert "| lab-a | twin | +50.0 |" in table
