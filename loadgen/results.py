@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from loadgen.errors import InputError
-from loadgen.where import where_time_went
+from loadgen.where import current_where, where_time_went
 from loadgen.workload import atomic_write
 
 STATUSES = ("ok", "error", "timeout")
@@ -269,3 +269,10 @@ def read_run(directory: str | Path) -> RunResult:
         raise InputError(f"must be a JSON object, got {type(summary).__name__}", file=directory / "summary.json")
     return RunResult(requests=tables["requests.parquet"], placements=tables["placements.parquet"], summary=summary,
                      directory=directory)
+
+
+def run_where(run: RunResult) -> dict[str, Any]:
+    """A run's ``where`` section: its summary's if of the current version, else recomputed from its
+    tables (a version-1 lab or kube summary counted no pulls)."""
+    where = current_where(run.summary)
+    return where if where is not None else where_time_went(run.requests, run.placements)

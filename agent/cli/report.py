@@ -14,17 +14,13 @@ from agent.errors import InputError
 def read_where(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """A run directory's summary and its ``where`` section (computed from the tables for a run
     written before summaries carried it, or carried an older version of it)."""
-    from loadgen.results import read_run
-    from loadgen.where import current_where, where_time_went
+    from loadgen.results import read_run, run_where
 
     if not directory.is_dir():
         raise InputError("not a run directory (a folder with requests.parquet, placements.parquet and summary.json)",
                          file=directory)
     run = read_run(directory)
-    where = current_where(run.summary)
-    if where is None:
-        where = where_time_went(run.requests, run.placements)
-    return run.summary, where
+    return run.summary, run_where(run)
 
 
 def report_command(run_dir: Path = typer.Argument(..., help="A run directory (sim, local or kube).")) -> None:

@@ -59,8 +59,7 @@ def read_lab_runs(directory: Path) -> tuple[dict[str, Any], list[tuple[Any, floa
     failed requests at the client's timeout, as a tuner measures it; ``where``) each -- and that
     timeout; a missing or failed run is one error naming its file."""
     from agent.metrics import metric_from_summary, run_timeout_s
-    from loadgen.results import read_run
-    from loadgen.where import current_where, where_time_went
+    from loadgen.results import read_run, run_where
     from testbed.scheduler.config import parse_config
 
     path = directory / "fidelity.json"
@@ -84,9 +83,7 @@ def read_lab_runs(directory: Path) -> tuple[dict[str, Any], list[tuple[Any, floa
         config = (run.summary.get("profile") or {}).get("config")
         if not isinstance(config, dict):
             raise InputError("names no profile (profile.config)", file=run_dir / "summary.json")
-        where = current_where(run.summary)
-        if where is None:
-            where = where_time_went(run.requests, run.placements)
+        where = run_where(run)
         timeout = run_timeout_s(run.summary)
         try:
             value = metric_from_summary(run.summary, "mean", timeout)

@@ -195,8 +195,8 @@ def step_where(out_dir: Path, record: StepRecord) -> dict[str, Any] | None:
     version (a version-1 lab run counted no pulls) -- or None when the run has neither (a resume
     replays it from the same files)."""
     from loadgen.errors import InputError
-    from loadgen.results import read_run
-    from loadgen.where import current_where, where_time_went
+    from loadgen.results import read_run, run_where
+    from loadgen.where import current_where
 
     for rel in record.run_dirs:
         if Path(rel).name.startswith("cand-"):
@@ -212,5 +212,5 @@ def step_where(out_dir: Path, record: StepRecord) -> dict[str, Any] | None:
             except InputError:  # the tables are gone (a copied experiment keeps only summaries)
                 old = summary.get("where") if isinstance(summary, dict) else None
                 return old if isinstance(old, dict) else None
-            return where_time_went(run.requests, run.placements)
+            return run_where(run)
     return None
