@@ -152,3 +152,24 @@ def can_still_improve(differences: Sequence[float], total: int, level: float = 0
     with np.errstate(divide="ignore", invalid="ignore"):
         t = x.mean(axis=1) / (sd / math.sqrt(total))
     return bool(np.any((sd == 0.0) & (x.mean(axis=1) > 0)) or np.any(t[sd > 0] > crit))
+
+
+def mde_pct(sd: float | None, n: int, level: float = 0.95, power: float = 0.8) -> float | None:
+    """The minimum detectable effect of ``n`` paired differences of standard deviation ``sd``
+    (in the differences' unit, here percent): the true mean difference a two-sided paired t-test
+    at ``level`` detects with probability ``power``, ``(t_{1-a/2,n-1} + t_{power,n-1}) sd / sqrt n``
+    (the usual approximation, which ignores the far tail). A verdict of "no significant
+    difference" says nothing about effects below it. None from fewer than two pairs."""
+    if sd is None or n < 2 or not math.isfinite(sd):
+        return None
+    crit = float(stats.t.ppf(0.5 + level / 2.0, n - 1)) + float(stats.t.ppf(power, n - 1))
+    return crit * float(sd) / math.sqrt(n)
+
+
+def pairs_for_mde(sd: float, target_pct: float, *, most: int = 100, level: float = 0.95, power: float = 0.8) -> int | None:
+    """The fewest pairs whose :func:`mde_pct` at ``sd`` is at most ``target_pct`` (None: more than ``most``)."""
+    for n in range(2, most + 1):
+        m = mde_pct(sd, n, level, power)
+        if m is not None and m <= target_pct:
+            return n
+    return None

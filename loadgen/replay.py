@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +266,7 @@ def replay(
     master_port: int | None = None,
     workers_wait_s: float = WORKERS_WAIT_S,
     max_clock_offset_s: float = MAX_CLOCK_OFFSET_S,
+    child_setup: Callable[[], None] | None = None,
 ) -> RunResult:
     """Replay ``workload`` open loop against ``targets`` and write a run directory to ``out_dir``.
 
@@ -289,6 +290,8 @@ def replay(
     max_clock_offset_s: a load process whose clock is further than this from the master's, or
         that runs another Locust or NumPy version, voids the run (:func:`process_problems`);
         every process's host, versions and offset go to ``summary.json`` ``replay.processes``.
+    child_setup: run in each local Locust process before it starts (the embedded lab puts its load
+        generator in the harness's CPU group with it).
 
     A worker that connected but sent no records (it died, lost the network, or its clock put its
     requests outside the run) fails the run too, naming its index: its slice of the schedule is
@@ -341,7 +344,8 @@ def replay(
             cmd = _command(role, users=users, run_time_s=run_time, stop_timeout_s=timeout_s + 10,
                            port=port, workers=total_workers, bind_host=master_bind_host, workers_wait_s=workers_wait_s)
             try:
-                procs.append((role, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)))
+                procs.append((role, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work,
+                                                           preexec_fn=child_setup)))
             except OSError as err:
                 failure = f"cannot start locust ({cmd[0]}): {err}"
                 break

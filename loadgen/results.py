@@ -174,6 +174,22 @@ def summarize(requests: pd.DataFrame, *, late_threshold_s: float = 0.020) -> dic
     )
 
 
+def by_start(requests: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Latency of the ok requests that met a cold start and of those that did not, apart (SeBS
+    measures cold and warm invocations separately: a mean over both moves with the cold share as
+    much as with either latency). ``{"cold"|"warm": {"count", "mean_s", "p50_s", "p95_s"}}``."""
+    status = requests["status"].to_numpy(dtype=object)
+    cold = np.array([c is True for c in requests["cold_start"].to_numpy(dtype=object)], dtype=bool)
+    lat = requests["latency_s"].to_numpy(dtype=np.float64, na_value=np.nan)
+    out = {}
+    for name, mask in (("cold", cold), ("warm", ~cold)):
+        x = lat[(status == "ok") & mask]
+        x = x[np.isfinite(x)]
+        out[name] = {"count": int(x.size), "mean_s": float(x.mean()) if x.size else None,
+                     "p50_s": _pct(x, 50), "p95_s": _pct(x, 95)}
+    return out
+
+
 def _to_table(frame: pd.DataFrame, schema: pa.Schema, what: str, optional: tuple[pa.Field, ...] = ()) -> pa.Table:
     missing = [c for c in schema.names if c not in frame.columns]
     if missing:
@@ -243,6 +259,7 @@ def write_run(
     # computed after ``info``: a backend's info is its load generator's summary, whose ``where``
     # knew no placements (no pods, no pulls); the section is a function of the tables written here
     summary["where"] = where_time_went(requests, placements)
+    summary["by_start"] = by_start(requests)
     summary["failed"] = bool(failed)
     if failure:
         summary["failure"] = failure

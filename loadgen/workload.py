@@ -157,6 +157,36 @@ def make_workload(
     return Workload(frame=frame, metadata=dict(metadata or {}))
 
 
+REDRAW_INTERVAL_S = 1.0
+"""The grain a seed redraws arrivals within, unless the workload says its own (``interval_s`` in
+its metadata, a trace's bin): a count per interval is what a trace fixes, where in the interval
+a request falls is what it leaves to chance."""
+
+
+def redraw_arrivals(workload: Workload, seed: int | None) -> Workload:
+    """The workload with every arrival redrawn uniformly within its interval by ``seed`` (None: as
+    it is). Counts per interval, functions and payloads stay; the order within an interval is the
+    seed's. On a live lab this is what a run's seed means: two runs of a pair share it, two pairs
+    differ, as the simulator's seed redraws each request's work."""
+    if seed is None or len(workload) == 0:
+        return workload
+    step = float(workload.metadata.get("interval_s") or REDRAW_INTERVAL_S)
+    t = workload.frame["t_s"].to_numpy(dtype=np.float64)
+    rng = np.random.default_rng([int(seed), 0x5EED])
+    new = np.floor(t / step) * step + rng.uniform(0.0, step, t.size)
+    new = np.minimum(new, max(float(t[-1]), 0.0)) if t.size else new
+    meta = {**workload.metadata, "arrivals_redrawn": {"seed": int(seed), "interval_s": step}}
+    return make_workload(new, workload.frame["function"].to_numpy(), workload.frame["payload"].to_numpy(),
+                         metadata=meta, source=workload.name)
+
+
+def subset(workload: Workload, keep: np.ndarray, **metadata: Any) -> Workload:
+    """The requests where ``keep`` is true, with ``metadata`` added to the workload's."""
+    f = workload.frame[np.asarray(keep, dtype=bool)]
+    return make_workload(f["t_s"].to_numpy(), f["function"].to_numpy(), f["payload"].to_numpy(),
+                         metadata={**workload.metadata, **metadata}, source=workload.name)
+
+
 def check_output_path(path: str | Path, *, what: str = "file", example: str = "out.parquet") -> Path:
     """Refuse an output path that names an existing directory (checked before any work is done)."""
     path = Path(path)

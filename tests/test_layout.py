@@ -31,12 +31,13 @@ LOCAL_FLOORS = (
     ("cli",),
     ("studies", "backend"),
     ("lab", "controllers"),
+    ("capacity",),
     ("node_agent",),
     ("teardown",),
     ("containers",),
     ("node_runtime", "neighbour"),
     ("placement", "routing", "hardware"),
-    ("cpu", "host"),
+    ("cpu", "host", "probe"),
     ("state",),
 )
 """``testbed/local``'s rooms, top to bottom: the controllers (a lab process) never reach the

@@ -104,7 +104,10 @@ app.add_typer(testbed_app, name="testbed", help="The embedded lab: up, status, d
 from testbed.local.cli import calibrate_cmd, fidelity_cmd  # noqa: E402
 
 app.command("fidelity")(fidelity_cmd)
-app.command("calibrate")(calibrate_cmd)
+from agent.cli.confirm import confirm_cmd, with_aa  # noqa: E402
+
+app.command("calibrate")(with_aa(calibrate_cmd))
+app.command("confirm")(confirm_cmd)
 from testbed.local.cli import bench_lab_cmd  # noqa: E402
 
 bench_app.command("lab")(bench_lab_cmd)

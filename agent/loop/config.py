@@ -65,6 +65,9 @@ class ExperimentConfig:
     """How the backend was constructed beyond its name (the kube connection); kept for resume."""
     platform: Platform = DEFAULT_PLATFORM
     """What serves the functions: Knative Serving or OpenWhisk (``testbed.platforms``)."""
+    host_drift: float = 1.25
+    """Pause the experiment when the host's probes (``testbed.local.probe``) move beyond this ratio
+    of its first run's (``agent.loop.hostcheck``); 0: never."""
     runtime: str = "process"
     """How the embedded lab's nodes run pods (``local`` and ``auto`` backends): ``process``,
     ``containers`` (real images, runc, shaped links) or ``auto`` (containers when they work)."""
@@ -110,6 +113,9 @@ class ExperimentConfig:
             raise AgentError(f"unknown lab runtime {self.runtime!r}; valid: process, containers, auto")
         if self.reward not in REWARDS:
             raise AgentError(f"unknown reward {self.reward!r}; valid: {list(REWARDS)}")
+        hd = self.host_drift
+        if isinstance(hd, bool) or not (isinstance(hd, int | float) and math.isfinite(hd) and (hd == 0 or hd > 1)):
+            raise AgentError(f"host_drift must be 0 (no check) or a ratio above 1, got {hd!r}")
         wait = self.fault_wait_s
         if isinstance(wait, bool) or not (isinstance(wait, int | float) and math.isfinite(wait) and 0 <= wait <= 3600):
             raise AgentError(f"fault_wait_s must be a number of seconds in [0, 3600], got {wait!r}")
@@ -190,7 +196,7 @@ def resolve_path(value: str, out_dir: Path) -> str:
 
 
 
-RESUMABLE_CHANGES = ("steps", "max_reruns")
+RESUMABLE_CHANGES = ("steps", "max_reruns", "host_drift")
 """Config fields a resume may change: more steps continue the experiment; the rerun budget of
 void runs judges no measurement. Everything else defines what was measured."""
 RESUMABLE_BACKEND_OPTIONS = ("kubeconfig", "ingress_url", "openwhisk_api", "openwhisk_auth")

@@ -46,6 +46,8 @@ from agent.loop.config import (
     ExperimentConfig,
     resume_conflicts,
 )
+from agent.loop.confirmation import confirm_profile
+from agent.loop.hostcheck import check_host
 from agent.loop.log import StepRecord, append_record, read_log, repair_log, step_where
 from agent.loop.report import plot_tuning_curve, summary_markdown, time_spent
 from agent.metrics import mean_facts, metric_from_requests, run_facts, run_timeout_s
@@ -53,8 +55,6 @@ from agent.provenance import provenance
 from agent.rl.rewards import percent_improvement, reward
 from agent.stats import (
     IMPROVEMENT,
-    NOT_CONFIRMED,
-    can_still_improve,
     paired_improvement,
     run_health,
     verdict,
@@ -129,40 +129,54 @@ class Experiment:
             write_atomic(cfg_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
     # -- one measured run ---------------------------------------------------------------------------
+    def _attempt(self, setting: WeightSetting, run_dir: Path, seed: int
+                 ) -> tuple[float, dict[str, float]] | tuple[str, str]:
+        """One attempt at a scored run: ``(metric, facts)``, or ``("void", why)`` for a run the
+        lab could not prepare (``LabFault``) or the load generator could not drive (its directory
+        is left for the caller to keep as void). A host that drifted raises :class:`HostDrift`."""
+        profile = setting.to_profile()
+        add = lambda key, t: self._seconds.__setitem__(key, self._seconds.get(key, 0.0) + t)  # noqa: E731
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        t0 = time.monotonic()
+        try:
+            self.backend.reset()
+            self.backend.apply(profile)
+        except LabFault as err:  # the lab, not the profile (a node, a cache, a rollout): void, wait, retry
+            add("prepare", time.monotonic() - t0)
+            log.warning("void attempt (%s); retrying in %.0f s", err, self.config.fault_wait_s)
+            time.sleep(self.config.fault_wait_s)
+            return "void", f"prepare: {err}"
+        t1 = time.monotonic()
+        # Any other ScoretuneError from the backend (a profile or cluster it cannot run:
+        # ConfigError, InfeasibleClusterError) is the input's fault: it propagates at once.
+        result = self.backend.run(self.workload, run_dir, seed=seed)
+        add("prepare", t1 - t0)
+        add("run", time.monotonic() - t1)
+        check_host(self.out_dir, run_dir, result.summary, self.config.host_drift)
+        reason = run_health(result.summary, self.config.health)
+        if reason is None:
+            metric = metric_from_requests(result.requests, self.config.metric, run_timeout_s(result.summary))
+            return metric, run_facts(result.summary)
+        if self.config.backend in DETERMINISTIC_BACKENDS:  # no load generator: a rerun fails the same way
+            raise AgentError(
+                f"{run_dir}: the {self.config.backend} run cannot be scored ({reason}); it is deterministic, "
+                f"so a rerun would fail the same way: check the cluster ({self.config.cluster or 'none'}) "
+                f"and the workload ({self.config.workload})")
+        return "void", reason
+
     def _measure(self, setting: WeightSetting, run_dir: Path, seed: int
                  ) -> tuple[float, dict[str, float], list[dict[str, str]]]:
         """One scored run: its metric, its facts (agent.metrics.run_facts) and the void attempts."""
-        profile = setting.to_profile()
         voided: list[dict[str, str]] = []
-        add = lambda key, t: self._seconds.__setitem__(key, self._seconds.get(key, 0.0) + t)  # noqa: E731
         for attempt in range(self.config.max_reruns + 1):
-            if run_dir.exists():
-                shutil.rmtree(run_dir)
-            t0 = time.monotonic()
-            try:
-                self.backend.reset()
-                self.backend.apply(profile)
-            except LabFault as err:  # the lab, not the profile (a node, a cache, a rollout): void, wait, retry
-                add("prepare", time.monotonic() - t0)
-                voided.append({"stage": "prepare", "reason": str(err)})
-                log.warning("void step attempt %d (%s); retrying in %.0f s", attempt + 1, err, self.config.fault_wait_s)
-                time.sleep(self.config.fault_wait_s)
+            got = self._attempt(setting, run_dir, seed)
+            if not isinstance(got[0], str):
+                return float(got[0]), got[1], voided  # type: ignore[return-value]
+            reason = str(got[1])
+            if reason.startswith("prepare: "):
+                voided.append({"stage": "prepare", "reason": reason.removeprefix("prepare: ")})
                 continue
-            t1 = time.monotonic()
-            # Any other ScoretuneError from the backend (a profile or cluster it cannot run:
-            # ConfigError, InfeasibleClusterError) is the input's fault: it propagates at once.
-            result = self.backend.run(self.workload, run_dir, seed=seed)
-            add("prepare", t1 - t0)
-            add("run", time.monotonic() - t1)
-            reason = run_health(result.summary, self.config.health)
-            if reason is None:
-                metric = metric_from_requests(result.requests, self.config.metric, run_timeout_s(result.summary))
-                return metric, run_facts(result.summary), voided
-            if self.config.backend in DETERMINISTIC_BACKENDS:  # no load generator: a rerun fails the same way
-                raise AgentError(
-                    f"{run_dir}: the {self.config.backend} run cannot be scored ({reason}); it is deterministic, "
-                    f"so a rerun would fail the same way: check the cluster ({self.config.cluster or 'none'}) "
-                    f"and the workload ({self.config.workload})")
             void_dir = run_dir.with_name(f"{run_dir.name}.void-{attempt + 1}")
             shutil.rmtree(void_dir, ignore_errors=True)
             run_dir.rename(void_dir)
@@ -279,9 +293,9 @@ class Experiment:
         return self.finish()
 
     def _confirm(self, best: StepRecord) -> dict[str, Any]:
-        """Rerun the best profile ``confirm`` times, each right after a reference run with the same
-        seed, and judge the paired improvement (kept in ``confirmation.json``; a finished
-        confirmation is reused on resume, an interrupted one is redone)."""
+        """Judge the best profile against the reference in ``confirm`` randomized interleaved pairs
+        (:mod:`agent.loop.confirmation`), kept in ``confirmation.json``; a finished confirmation is
+        reused on resume, an interrupted one is redone."""
         path = self.out_dir / "confirmation.json"
         if path.exists():
             try:
@@ -291,36 +305,19 @@ class Experiment:
             if (isinstance(saved, dict) and saved.get("best_step") == best.step
                     and (len(saved.get("samples", [])) == self.config.confirm or saved.get("stopped_early"))):
                 return saved
-        setting = best.weight_setting()
         confirm_dir = self.out_dir / "runs" / "confirm"
         if confirm_dir.exists():
             shutil.rmtree(confirm_dir)
-        refs: list[float] = []
-        cands: list[float] = []
-        voided: list[dict[str, str]] = []
         self._seconds = {}
-        for r in range(self.config.confirm):
-            seed = self.config.seed + 1000 + r  # fresh seeds: not the ones the search was scored on
-            if self.on_start:
-                self.on_start(self.config.steps + 1 + r, setting)
-            m, _, v = self._measure(self.codec.reference(), confirm_dir / f"ref-{r}", seed)
-            refs.append(m)
-            voided += v
-            m, _, v = self._measure(setting, confirm_dir / f"cand-{r}", seed)
-            cands.append(m)
-            voided += v
-            if not can_still_improve([100.0 * (a - b) / a for a, b in zip(refs, cands, strict=True)],
-                                     self.config.confirm):
-                break  # no remaining pair can make it an improvement: the verdict is already known
-        interval = paired_improvement(refs, cands)
-        result = {"best_step": best.step, "reference_samples": refs, "samples": cands,
-                  "improvement_pct": interval.mean, "ci_low": interval.low, "ci_high": interval.high,
-                  "verdict": NOT_CONFIRMED if len(cands) < self.config.confirm else verdict(interval),
-                  "voided": voided, "seconds": {k: round(v, 3) for k, v in self._seconds.items()},
-                  "stopped_early": len(cands) < self.config.confirm}
+        result = confirm_profile(self._attempt, best.weight_setting(), self.codec.reference(), self.config.confirm,
+                                 confirm_dir, seed=self.config.seed + 1000, max_reruns=self.config.max_reruns,
+                                 on_pair=(lambda r, first: self.on_start(self.config.steps + 1 + r, best.weight_setting()))
+                                 if self.on_start else None)
+        result = {"best_step": best.step, **result, "seconds": {k: round(v, 3) for k, v in self._seconds.items()}}
         write_atomic(path, json.dumps(result, indent=2, sort_keys=True) + "\n")
-        log.info("confirmation of step %d: %s -> %s", best.step, format_ci(interval.mean, interval.low, interval.high, unit=" %"),
-                 result["verdict"])
+        log.info("confirmation of step %d: %s -> %s (minimum detectable effect %s)", best.step,
+                 format_ci(result["improvement_pct"], result["ci_low"], result["ci_high"], unit=" %"), result["verdict"],
+                 "n/a" if result["mde_pct"] is None else f"{result['mde_pct']:.1f} %")
         return result
 
     def _candidate(self) -> tuple[StepRecord, float]:

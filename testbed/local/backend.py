@@ -64,6 +64,7 @@ class LocalBackend:
         attach: bool = False,
         platform: str | Platform = DEFAULT_PLATFORM,
         runtime: str = "process",
+        host_fit: str = "scale",
     ) -> None:
         self.cluster = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
         self.made_state_dir = state_dir is None  # ours to remove once the lab is down and all went well
@@ -84,13 +85,18 @@ class LocalBackend:
         if handle is None:
             handle = labmod.up(
                 self.cluster, state_dir=self.state_dir, port=port, cpu_enforcement=cpu_enforcement, seed=seed,
-                owner_pid=os.getpid(), platform=platform, runtime=runtime,
+                owner_pid=os.getpid(), platform=platform, runtime=runtime, host_fit=host_fit,
             )
             log.info(
                 "embedded lab up at %s (state in %s; it stops when this process exits, or with "
                 "`scoretune testbed down --state-dir %s`)", handle.url, self.state_dir, self.state_dir,
             )
         self.handle = handle
+        lab = LabState(self.state_dir).read_lab() or {}
+        self.host_fit: dict[str, Any] | None = lab.get("host_fit")
+        """How the lab was fitted to the host (:mod:`testbed.local.capacity`); None: a lab from before."""
+        self.up_probe: dict[str, Any] | None = lab.get("probe")
+        self._harness: str | None = (lab.get("cpu") or {}).get("harness")
         self.platform = handle.platform
         self.client = handle.client
         self._closed = False
@@ -126,14 +132,34 @@ class LocalBackend:
         if problems:
             raise InputError("; ".join(problems), file=workload.metadata.get("file", workload.name), field="function")
 
+    @property
+    def scale(self) -> float:
+        """The factor the lab's CPU and request rate were scaled by to fit the host (1.0: not)."""
+        return float((self.host_fit or {}).get("factor", 1.0))
+
+    def prepare_workload(self, workload: Workload, seed: int | None) -> Workload:
+        """The workload a run replays: a share :attr:`scale` of each function's requests (the
+        scaled lab's rate), arrivals redrawn within their intervals by ``seed``."""
+        from loadgen.workload import redraw_arrivals, subset
+        from testbed.local.capacity import thin_mask
+
+        if self.scale < 1.0:
+            workload = subset(workload, thin_mask(workload.frame["function"].to_numpy(), self.scale),
+                              lab_scale=self.scale)
+        return redraw_arrivals(workload, seed)
+
     def run(self, workload: Workload, out_dir: Path, *, seed: int = 0) -> RunResult:
         from loadgen.replay import replay
+        from testbed.local import probe
         from testbed.scheduler.config import profile_record
 
         if len(workload) == 0:
             raise InputError("the workload has no requests", file=workload.name)
         self.validate(workload)
+        declared = len(workload)
+        workload = self.prepare_workload(workload, seed)
         out_dir = Path(out_dir).resolve()  # Locust runs in its own working directory
+        probed = probe.probe(self.state_dir)
         # Locust picks t = 0 itself once it is up (no fixed lead to wait out) and reports it; the
         # controller's placements and events are then read relative to that same instant
         started = self.client.begin_run()
@@ -144,9 +170,15 @@ class LocalBackend:
             "cpu_enforcement": self.handle.cpu_mode.mode,
             "platform": str(self.platform),
             "profile": profile_record(self.profile),
+            "lab_scale": {"factor": self.scale, "requests_declared": declared, "requests_replayed": len(workload),
+                          "host_fit": self.host_fit},
+            "arrivals": workload.metadata.get("arrivals_redrawn"),
         }
         before = host.sample()
-        result = replay(workload, self.handle.target, out_dir, timeout_s=self.timeout_s, info=info)
+        from testbed.local.lab import harness_setup
+
+        result = replay(workload, self.handle.target, out_dir, timeout_s=self.timeout_s, info=info,
+                        child_setup=harness_setup(self._harness))
         during = host.between(before, host.sample())
         t0 = (result.summary.get("replay") or {}).get("start_epoch") or started
         failed, failure = result.failed, result.summary.get("failure")
@@ -167,7 +199,9 @@ class LocalBackend:
             summary.pop(key, None)
         summary = {k: v for k, v in summary.items() if not k.startswith(("latency_", "dispatch_", "late_"))}
         summary["lab_events"] = events
-        summary["host"] = during  # what the machine under the lab did meanwhile (steal, CPU pressure)
+        # what the machine under the lab did meanwhile (steal, CPU pressure), and its speed just before
+        summary["host"] = {**during, "probe": probed,
+                           "drift": probe.drift(probed, self.up_probe) if self.up_probe else {}}
         summary["nodes_lost"] = sorted({e["node"] for e in events if e.get("event") == "node_lost"})
         faults = lab_faults(events)
         if faults:

@@ -11,6 +11,7 @@ import typer
 
 from testbed.errors import InputError
 from testbed.local import lab as labmod
+from testbed.local.capacity import DEFAULT_RESERVE_MILLI, HostFit
 from testbed.local.state import LabState
 from testbed.platforms import DEFAULT_PLATFORM, Platform, platform_entry
 
@@ -38,16 +39,23 @@ def up_cmd(
                                 "links; root and `make setup-containers`), or auto (containers when they work)."),
     hardware: Path | None = typer.Option(None, "--hardware", help="The nodes' hidden hardware (CPU quota, link, "
                                          "noisy neighbour); default: the cluster's shipped file, if any."),
+    host_fit: str = typer.Option("scale", "--host-fit", help="A cluster whose nodes need more CPU than this host has "
+                                 "beside the harness: scale its CPU and request rate down by one factor (recorded), "
+                                 "or refuse it."),
+    reserve: int = typer.Option(DEFAULT_RESERVE_MILLI, "--reserve", help="Millicores kept for the harness (Locust, "
+                                "controller, agents, registry)."),
     state_dir: Path | None = _STATE,
 ) -> None:
     """Start one node agent per node, the ingress (Knative's activator or OpenWhisk's controller),
     the autoscaler or invokers, and the scheduler."""
     handle = labmod.up(cluster, state_dir=state_dir, port=port, cpu_enforcement=cpu, seed=seed, platform=platform,
-                       runtime=runtime, hardware=hardware)
+                       runtime=runtime, hardware=hardware, host_fit=host_fit, reserve_milli=reserve)
     c = _console()
     c.print(f"[bold]lab up[/bold] ({handle.platform}): ingress {handle.url} (state in {handle.state_dir})")
     c.print(f"notice: {handle.cpu_mode.notice}")
     lab = LabState(handle.state_dir).read_lab() or {}
+    if lab.get("host_fit"):
+        c.print(f"host: {HostFit(**{k: v for k, v in lab['host_fit'].items() if k != 'capacity_milli'}).notice}")
     rt = lab.get("runtime", {})
     c.print(f"runtime: {rt.get('kind')} ({rt.get('reason')})" + (f"; hardware from {lab['hardware_file']}" if lab.get("hardware_file") else ""))
     for line in platform_entry(handle.platform).lab_hint(handle.url, LabState(handle.state_dir).guest_key_file):

@@ -39,6 +39,20 @@ log = logging.getLogger(__name__)
 Mode = Literal["cgroup-v2", "cgroup-v1", "duty-cycle"]
 MODES: tuple[str, ...] = ("auto", "cgroup-v2", "cgroup-v1", "duty-cycle")
 PERIOD_US = 100_000
+HARNESS_GROUP = "harness"
+"""The lab's own processes (controller, agents, registry, the load generator) run in this child of
+the lab group, a sibling of the nodes: with autogroup on, niceness does not order processes of
+different sessions, so the harness gets its CPU from a group weight (:func:`weight_for`) instead."""
+
+
+def weight_for(milli: int, v2: bool) -> int:
+    """The CPU weight of a group entitled to ``milli`` millicores: ``cpu.shares`` (v1, 1024 a core)
+    or ``cpu.weight`` (v2, 100 a core), so that under contention siblings split the CPU in
+    proportion to their quotas (a node of 1.5 cores gets three times a node of 0.5), as the CFS
+    shares of kubelet's QoS groups do (``MilliCPUToShares`` in pkg/kubelet/cm/helpers_linux.go)."""
+    if v2:
+        return max(1, min(10_000, int(round(milli * 100 / 1000))))
+    return max(2, min(262_144, int(round(milli * 1024 / 1000))))
 
 
 @dataclass(frozen=True)
@@ -190,6 +204,16 @@ class CgroupLimiter:
             (path / "cgroup.subtree_control").write_text("+cpu\n")
         return path
 
+    @staticmethod
+    def make_harness_group(mode: CpuMode, lab_group: str, reserve_milli: int) -> Path:
+        """The harness's group inside the lab's (no quota: a weight worth ``reserve_milli``)."""
+        assert mode.base is not None
+        path = Path(mode.base) / lab_group / HARNESS_GROUP
+        path.mkdir(exist_ok=True)
+        v2 = mode.mode == "cgroup-v2"
+        (path / ("cpu.weight" if v2 else "cpu.shares")).write_text(f"{weight_for(reserve_milli, v2)}\n")
+        return path
+
     def create(self, name: str, quota_milli: int, parent: str | None = None) -> str:
         group = f"{parent}/{name}" if parent else name
         path = self._path(group)
@@ -200,11 +224,13 @@ class CgroupLimiter:
         quota_us = max(1000, quota_milli * PERIOD_US // 1000)
         if self.v2:
             (path / "cpu.max").write_text(f"{quota_us} {PERIOD_US}\n")
+            (path / "cpu.weight").write_text(f"{weight_for(quota_milli, True)}\n")
             if parent is None:
                 (path / "cgroup.subtree_control").write_text("+cpu\n")
         else:
             (path / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
             (path / "cpu.cfs_quota_us").write_text(f"{quota_us}\n")
+            (path / "cpu.shares").write_text(f"{weight_for(quota_milli, False)}\n")
         return group
 
     def add(self, group: str, pid: int) -> None:
@@ -257,6 +283,31 @@ def remove_cgroup(path: str | Path, *, timeout_s: float = 3.0, kill_tasks: bool 
             time.sleep(0.05)
 
 
+def enter(path: str | Path) -> None:
+    """Move the calling process into the cgroup ``path`` (a ``preexec_fn`` for the harness's
+    children: they start inside it, so nothing they fork runs outside it)."""
+    Path(path, "cgroup.procs").write_text(f"{os.getpid()}\n")
+
+
+def leave(tree: str | Path) -> None:
+    """Move the calling process out of ``tree`` (to the group above it) if it is inside: a lab
+    process tearing its own lab down must not hold, or be killed with, the group it removes."""
+    tree = Path(tree)
+    for mnt, fstype, opts in mounts():
+        if fstype not in ("cgroup", "cgroup2") or (fstype == "cgroup" and "cpu" not in opts):
+            continue
+        try:
+            rel = tree.relative_to(mnt)
+        except ValueError:
+            continue
+        own = _own_cgroup_paths().get("cpu" if fstype == "cgroup" else "", "")
+        if own.lstrip("/").startswith(str(rel)):
+            try:
+                (tree.parent / "cgroup.procs").write_text(f"{os.getpid()}\n")
+            except OSError as err:
+                log.warning("cannot leave cgroup %s: %s", tree, err.strerror)
+
+
 def _kill_tasks(path: Path) -> int:
     """SIGKILL every task of the cgroup ``path``; how many there were."""
     try:
@@ -264,6 +315,8 @@ def _kill_tasks(path: Path) -> int:
     except (OSError, ValueError):
         return 0
     for pid in pids:
+        if pid == os.getpid():
+            continue
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:

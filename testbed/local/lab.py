@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import requests
 
 from functions.errors import FunctionsError
@@ -33,6 +32,8 @@ from loadgen.targets import Target
 from testbed.cluster import ClusterSpec, cluster_to_dict, load_cluster
 from testbed.errors import ClusterSpecError, InputError, TestbedError
 from testbed.local import cpu
+from testbed.local.capacity import DEFAULT_RESERVE_MILLI, HostFit, fit_host, scale_hardware
+from testbed.local.probe import probe as host_probe
 from testbed.local.state import LabState, record_for
 from testbed.local.teardown import down
 from testbed.platforms import platform_entry
@@ -42,10 +43,6 @@ log = logging.getLogger(__name__)
 DEFAULT_CLUSTER = "lab-small"
 DEFAULT_PORT = 8480
 START_TIMEOUT_S = 60.0
-LAB_NICE = int(os.environ.get("SCORETUNE_LAB_NICE", "-5"))
-"""Niceness of the lab's processes (instances inherit their agent's). Below 0 when permitted
-(root or CAP_SYS_NICE): measured latencies are then disturbed less by other work on a shared
-machine. The lab's own load is small, so this takes little from anything else."""
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -145,6 +142,21 @@ class LabClient:
         self._http.close()
 
 
+def harness_group(state: LabState) -> str | None:
+    """The cgroup the lab's harness runs in (None under duty cycling: no groups)."""
+    lab = state.read_lab() or {}
+    return (lab.get("cpu") or {}).get("harness")
+
+
+def harness_setup(group: str | None) -> Any:
+    """A ``preexec_fn`` that starts a child inside the harness group (None: nothing to do).
+    Niceness would not do: with autogroup on, each session is its own scheduling group and nice
+    orders nothing between them (measurement.md, "harness outranks the cluster")."""
+    if group is None:
+        return None
+    return lambda: cpu.enter(group)
+
+
 def _spawn(state: LabState, role: str, name: str, args: list[str]) -> Any:
     logf = open(state.log_path(name), "ab")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -158,12 +170,9 @@ def _spawn(state: LabState, role: str, name: str, args: list[str]) -> Any:
         close_fds=True,
         env=env,
         cwd=str(REPO_ROOT),
+        preexec_fn=harness_setup(harness_group(state)),
     )
     logf.close()
-    try:
-        psutil.Process(proc.pid).nice(LAB_NICE)
-    except (psutil.AccessDenied, psutil.NoSuchProcess, OSError):
-        log.debug("cannot set niceness %d for %s; it keeps the default", LAB_NICE, name)
     rec = record_for(role, name.removeprefix(f"{role}-"), proc.pid)
     state.add_proc(rec)
     return rec
@@ -195,24 +204,33 @@ def prepare(
     openwhisk: dict[str, Any] | None = None,
     runtime: tuple[str, str] = ("process", "default"),
     hardware: tuple[dict[str, Any], str | None] | None = None,
+    host_fit: HostFit | None = None,
 ) -> cpu.CpuMode:
     """Pick the CPU enforcement, create the lab cgroup, write ``lab.json`` (and, for OpenWhisk, a
     fresh guest key). With ``owner_pid`` the controller tears the whole lab down once that process
     is gone (a backend that crashed). ``runtime``: (kind, why it was chosen); ``hardware``: the
-    nodes' hidden hardware and its file (None: what the spec implies)."""
+    nodes' hidden hardware and its file (None: what the spec implies); ``host_fit``: how the
+    cluster was fitted to the host (:mod:`testbed.local.capacity`; None: as it is)."""
     from testbed.local import hardware as hw
 
     hw_nodes, hw_file = hardware if hardware is not None else (hw.defaults(spec), None)
+    declared = hw.to_dict(hw_nodes)
+    if host_fit is not None:
+        hw_nodes = scale_hardware(hw_nodes, host_fit.factor)
     mode = cpu.detect("auto" if runtime[0] == "containers" and cpu_enforcement == "auto" else cpu_enforcement)
     if runtime[0] == "containers" and mode.mode == "duty-cycle":
         raise TestbedError(f"the container runtime needs cgroup CPU quotas, and {mode.reason}")
     log.info("%s", mode.notice)
     state.ensure()
     lab_group = f"scoretune-lab-{uuid.uuid4().hex[:8]}"
+    harness = None
     if mode.mode != "duty-cycle":
         try:
             path = cpu.CgroupLimiter.make_lab_group(mode, lab_group)
             state.add_cgroup(str(path))
+            reserve = host_fit.reserve_milli if host_fit is not None else DEFAULT_RESERVE_MILLI
+            harness = str(cpu.CgroupLimiter.make_harness_group(mode, lab_group, reserve))
+            state.add_cgroup(harness)
         except OSError as err:
             log.warning("cannot create the lab cgroup (%s); falling back to duty cycling", err.strerror)
             mode = cpu.CpuMode("duty-cycle", None, f"creating {lab_group} failed: {err.strerror}")
@@ -221,7 +239,10 @@ def prepare(
             "cluster": cluster_to_dict(spec),
             "cluster_name": spec.name,
             "cluster_file": str(spec.path) if spec.path else "<cluster>",
-            "cpu": {"mode": mode.mode, "base": mode.base, "reason": mode.reason, "lab_group": lab_group, "notice": mode.notice},
+            "cpu": {"mode": mode.mode, "base": mode.base, "reason": mode.reason, "lab_group": lab_group, "notice": mode.notice,
+                    "harness": harness},
+            "host_fit": host_fit.to_dict() if host_fit is not None else None,
+            "hardware_declared": declared,
             "port": port,
             "seed": seed,
             "profile": profile_config,
@@ -229,6 +250,7 @@ def prepare(
             "openwhisk": openwhisk or {},
             "runtime": {"kind": runtime[0], "reason": runtime[1]},
             "hardware": hw.to_dict(hw_nodes),
+            "probe": host_probe(state.root),  # the host's speed as the lab came up (testbed.local.probe)
             "hardware_file": hw_file,
             "started_at": time.time(),
             "started_by": os.getpid(),
@@ -276,6 +298,8 @@ def up(
     runtime: str = "process",
     hardware: str | Path | None = None,
     image_cache: Path | None = None,
+    host_fit: str = "scale",
+    reserve_milli: int = DEFAULT_RESERVE_MILLI,
 ) -> LabHandle:
     """Start the lab and return once its controller answers; raises before starting anything on
     bad input (a spec that cannot run, a taken port, a lab already running in ``state_dir``, an
@@ -285,7 +309,9 @@ def up(
     makes (checked here, before anything starts). ``runtime``: ``process`` (instances are local
     processes), ``containers`` (real images, runc pods, shaped links; needs root and Debian's
     packages) or ``auto`` (containers when they work); ``hardware``: a hardware file (default: the
-    cluster's shipped one, if any; :mod:`testbed.local.hardware`)."""
+    cluster's shipped one, if any; :mod:`testbed.local.hardware`); ``host_fit``: ``scale`` a
+    cluster bigger than the host (less ``reserve_milli`` for the harness) down to it, or
+    ``refuse`` it (:mod:`testbed.local.capacity`)."""
     from testbed.local import hardware as hw
     from testbed.local.containers import tools
 
@@ -295,6 +321,8 @@ def up(
     spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
     check_cluster(spec)
     hardware_nodes = hw.load_hardware(spec, hardware)
+    fitted = fit_host(spec.name, hardware_nodes[0], fit=host_fit, reserve_milli=reserve_milli)
+    log.info("%s", fitted.notice)
     if runtime not in tools.RUNTIMES:
         raise InputError(f"must be one of {', '.join(tools.RUNTIMES)}, got {runtime!r}", field="--runtime")
     try:
@@ -311,6 +339,7 @@ def up(
     mode = prepare(
         spec, state, port=port, cpu_enforcement=cpu_enforcement, seed=seed, profile_config=profile_config,
         owner_pid=owner_pid, platform=platform, openwhisk=openwhisk, runtime=chosen, hardware=hardware_nodes,
+        host_fit=fitted,
     )
     try:
         if chosen[0] == "containers":

@@ -96,16 +96,20 @@ class NodeAgent:
     def leave_lab_group(self) -> None:
         """The lab's state is gone (its folder deleted, or ``down`` ran), so no ``down`` will remove
         the lab's own CPU group that ``testbed up`` made: each agent, its node's group already
-        removed, tries to remove it, and the last one out succeeds (until then it still holds
-        other nodes' groups). Without this, every such lab left an empty ``scoretune-lab-*`` group."""
+        removed, steps out of the harness group it runs in and tries to remove that group and the
+        lab's; the last one out succeeds (until then the others still hold them). Without this,
+        every such lab left an empty ``scoretune-lab-*`` group."""
         if not isinstance(self.limiter, cpu.CgroupLimiter):
             return
-        try:
-            self.limiter.root.rmdir()
-        except FileNotFoundError:
-            pass
-        except OSError as err:
-            log.info("the lab's group %s stays for the last agent: %s", self.limiter.root, err.strerror)
+        cpu.leave(self.limiter.root)
+        for group in (self.limiter.root / cpu.HARNESS_GROUP, self.limiter.root):
+            try:
+                group.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                log.info("the lab's group %s stays for the last agent: %s", group, err.strerror)
+                return
 
     def _start_neighbours(self) -> None:
         """The hardware's noisy neighbour: processes in the node's CPU group (one per core it uses)."""

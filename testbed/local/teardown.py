@@ -83,6 +83,10 @@ def _down(state: LabState) -> dict[str, int]:
 
         for key, n in remove(state.root, lab).items():
             stopped[key] = n
+    cpu_info = (lab or {}).get("cpu") or {}
+    if cpu_info.get("base") and cpu_info.get("lab_group"):
+        # a controller or agent tearing its own lab down runs in the harness group it removes
+        cpu.leave(Path(cpu_info["base"]) / cpu_info["lab_group"])
     for path in sorted(state.cgroups(), key=lambda p: -len(Path(p).parts)):
         if Path(path).exists() and cpu.remove_cgroup(path, kill_tasks=True):
             stopped["cgroups"] += 1

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.cluster import ClusterSpec
+from testbed.local import cpu
 from testbed.local.containers import network, registry
 from testbed.local.hardware import NodeHardware
 from testbed.local.state import LabState, record_for
@@ -45,8 +46,10 @@ def bring_up(spec: ClusterSpec, state: LabState, lab_id: str, hardware: dict[str
     reg_root = state.root / "containers" / "registry"
     config = registry.write_config(net, reg_root)
     logf = open(state.log_path("registry"), "ab")
+    harness = ((state.read_lab() or {}).get("cpu") or {}).get("harness")
     proc = subprocess.Popen(registry.command(net, config), stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                            start_new_session=True, close_fds=True)
+                            start_new_session=True, close_fds=True,
+                            preexec_fn=(lambda: cpu.enter(harness)) if harness else None)
     logf.close()
     state.add_proc(record_for("registry", "registry", proc.pid))
     registry.wait_ready(net, alive=lambda: proc.poll() is None)

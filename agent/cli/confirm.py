@@ -1,0 +1,109 @@
+"""``scoretune confirm`` (a saved profile re-confirmed in a later session) and ``scoretune
+calibrate --aa`` (the confirmation protocol's false-confirmation rate and noise, measured)."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from agent.cli.render import console
+from agent.errors import AgentError
+
+
+def _fmt(x: float | None, unit: str = " %") -> str:
+    """A signed percentage (an effect), or with ``unit=" pct"`` an unsigned one (a spread)."""
+    if x is None:
+        return "n/a"
+    return f"{x:+.1f} %" if unit == " %" else f"{x:.1f} %"
+
+
+def confirm_cmd(
+    experiment: Path = typer.Argument(..., help="A finished experiment's directory (`tune --out`)."),
+    pairs: int = typer.Option(8, "--pairs", min=2, max=100, help="Randomized interleaved reference/profile pairs."),
+    seed: int | None = typer.Option(None, "--seed", min=0, help="Seed of the pairs' arrival draws and orders "
+                                    "(default: the experiment's seed + 5000, unlike its own confirmation's)."),
+) -> None:
+    """Re-confirm the profile a finished experiment chose, in this session, against the reference:
+    randomized interleaved pairs on the experiment's backend, cluster and workload, judged by a paired
+    interval with its minimum detectable effect; written to EXPERIMENT/reconfirmations/<time>/."""
+    from agent.loop.verify import reconfirm
+
+    if not experiment.is_dir():
+        raise AgentError(f"{experiment}: not an experiment directory")
+    r = reconfirm(experiment, pairs, seed=seed)
+    c = console
+    c.print(f"{r['label']}: {r['improvement_pct']:+.1f} % [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] over "
+            f"{r['pairs']} pairs -> {r['verdict']} (minimum detectable effect {_fmt(r['mde_pct'], ' pct')}; "
+            f"first verdict: {r['first_verdict']}; voids {r['voids_by_arm']})")
+
+
+AA_PARAMS = [
+    inspect.Parameter("aa", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--aa", help="Measure the confirmation protocol itself: --confirmations A/A confirmations (the "
+        "reference against itself, --pairs randomized pairs each) of --workload on --cluster; prints and writes "
+        "(-o, default runs/calibration/aa/) the false-confirmation rate, the paired noise and the minimum "
+        "detectable effect.")),
+    inspect.Parameter("confirmations", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
+        6, "--confirmations", min=1, max=200, help="--aa: how many A/A confirmations.")),
+    inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
+        8, "--pairs", min=2, max=100, help="--aa: pairs per confirmation.")),
+    inspect.Parameter("lab_runtime", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
+        "process", "--runtime", help="--aa: the lab's runtime: process, containers or auto.")),
+]
+
+
+def with_aa(calibrate: Any) -> Any:
+    """``calibrate`` (testbed's command) with the ``--aa`` options added: the A/A calibration runs
+    the agent's confirmation protocol, which the testbed below it cannot import."""
+    sig = inspect.signature(calibrate, eval_str=True)
+
+    def command(**kwargs: Any) -> None:
+        aa = {p.name: kwargs.pop(p.name) for p in AA_PARAMS}
+        if not aa["aa"]:
+            calibrate(**kwargs)
+            return
+        _aa(kwargs, aa)
+
+    command.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *AA_PARAMS])  # type: ignore[attr-defined]
+    command.__doc__ = (calibrate.__doc__ or "") + " With --aa, measure the confirmation protocol's error rate and power."
+    command.__name__ = "calibrate"
+    return command
+
+
+def _aa(kwargs: dict[str, Any], aa: dict[str, Any]) -> None:
+    from agent.loop.config import ExperimentConfig
+    from agent.loop.verify import aa_calibration
+
+    out = kwargs["out"]
+    out = Path("runs/calibration/aa") if str(out) == "runs/calibration/lab-small.yaml" else Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise AgentError(f"{out}: already holds a calibration; pick another -o")
+    workload = kwargs["workload"]
+    if workload == "lab":  # the lab recipe at --duration, as calibrate's other modes take it
+        from loadgen.workload import write_workload
+        from testbed.scenarios import lab_workload
+
+        out.mkdir(parents=True, exist_ok=True)
+        workload = str(write_workload(lab_workload(kwargs["seed"], duration_s=kwargs["duration"]), out / "workload.parquet"))
+    config = ExperimentConfig(method="default", backend="local", cluster=kwargs["cluster"], workload=workload,
+                              steps=1, seed=kwargs["seed"], runtime=aa["lab_runtime"])
+    c = console
+
+    def progress(i: int, r: dict[str, Any]) -> None:
+        c.print(f"A/A {i + 1}/{aa['confirmations']}: {r['improvement_pct']:+.1f} % [{_fmt(r['ci_low'])}, "
+                f"{_fmt(r['ci_high'])}] -> {r['verdict']} (shipped: {r['shipped_verdict']}; sd {_fmt(r['sd_pct'], ' pct')}, "
+                f"voids {r['voids_by_arm']})")
+
+    s = aa_calibration(config, out, aa["confirmations"], aa["pairs"], progress=progress)
+    c.print(f"{s['confirmations']} A/A confirmations of {s['pairs']} pairs on {s['cluster']} ({s['runtime']}): "
+            f"false improvements {s['false_improvements']} (shipped protocol {s['false_improvements_shipped']}), "
+            f"false regressions {s['false_regressions']}; paired sd {_fmt(s['paired_sd_pct'], ' pct')}, minimum detectable "
+            f"effect {_fmt(s['mde_pct'], ' pct')} at {s['pairs']} pairs; a 15 % effect needs {s['pairs_for_mde_15']} pairs; "
+            f"void rate {s['void_rate']}")
+    c.print(f"written: {out / 'aa.json'}")
+
+
+__all__ = ["confirm_cmd", "with_aa"]

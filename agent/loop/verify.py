@@ -1,0 +1,149 @@
+"""Verdicts outside a tuning run: a saved profile re-confirmed in a later session
+(``scoretune confirm``), and the protocol's own error rate measured by A/A confirmations
+(``scoretune calibrate --aa``). Both run :mod:`agent.loop.confirmation`'s randomized interleaved
+pairs through the same run attempt as the experiment (reset, apply, replay, the host check, the
+void rule), so what they measure is the shipped protocol, not a copy of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.errors import AgentError
+from agent.loop.config import ExperimentConfig
+from agent.stats import IMPROVEMENT, NOT_CONFIRMED, REGRESSION, can_still_improve, mde_pct, pairs_for_mde
+from functions.atomic import write_atomic
+
+MDE_TARGET_PCT = 15.0
+"""The smallest gain a confirmation should be able to see (the issue's target; the paper's
+headline gain over the best baseline is 12 %)."""
+
+
+def _experiment(config: ExperimentConfig, out: Path) -> Any:
+    """A session of the reference tuner on ``config``'s backend and workload, and an Experiment
+    over it whose run attempt the comparisons use (nothing is tuned)."""
+    from agent.loop.experiment import Experiment
+    from agent.loop.session import open_session
+
+    session = open_session(dataclasses.replace(config, method="default", policy=None), out)
+    return session, Experiment(session.config, session.backend, session.workload, session.tuner, out)
+
+
+def reconfirm(exp_dir: Path, pairs: int, *, seed: int | None = None, out: Path | None = None) -> dict[str, Any]:
+    """Re-judge the profile an experiment in ``exp_dir`` applied (or, if it applied the reference,
+    its best step) against the reference, in ``pairs`` new pairs; written to
+    ``exp_dir/reconfirmations/<time>/reconfirmation.json`` (or ``out``)."""
+    from agent.loop.log import read_log
+
+    config = ExperimentConfig.load(exp_dir)
+    path = Path(exp_dir) / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        records = {r.step: r for r in read_log(exp_dir)}
+        candidate = records[int(summary["best_step"])].weight_setting()
+    except FileNotFoundError:
+        raise AgentError(f"{path}: the experiment has not finished (no summary.json): resume it first") from None
+    except (ValueError, KeyError, TypeError) as err:
+        raise AgentError(f"{path}: not an experiment summary ({err})") from None
+    if summary.get("best_step") == 0:
+        raise AgentError(f"{path}: the experiment's best profile is the reference itself; nothing to confirm")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = Path(out) if out is not None else Path(exp_dir) / "reconfirmations" / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    session, exp = _experiment(config, out)
+    failed = True
+    try:
+        from agent.loop.confirmation import confirm_profile
+
+        result = confirm_profile(exp._attempt, candidate, exp.codec.reference(), pairs, out / "runs",
+                                 seed=(config.seed + 5000) if seed is None else seed, max_reruns=config.max_reruns)
+        failed = False
+    finally:
+        session.close(failed=failed)
+    result = {"experiment": str(exp_dir), "label": summary.get("best_label"), "first_verdict": summary.get("verdict"),
+              "at": stamp, **result}
+    write_atomic(out / "reconfirmation.json", json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return result
+
+
+def futility_verdict(refs: list[float], cands: list[float], verdict: str) -> str:
+    """What the shipped protocol (futility stop on) would have said of these pairs, in their order."""
+    d: list[float] = []
+    for a, b in zip(refs, cands, strict=True):
+        d.append(100.0 * (a - b) / a)
+        if len(d) < len(refs) and not can_still_improve(d, len(refs)):
+            return NOT_CONFIRMED
+    return verdict
+
+
+def aa_calibration(config: ExperimentConfig, out: Path, confirmations: int, pairs: int,
+                   progress: Any = None) -> dict[str, Any]:
+    """``confirmations`` A/A confirmations (the reference against itself) of ``pairs`` pairs each,
+    every pair run to the end (so the noise is measured on all of them); each confirmation's
+    verdict is also given as the shipped protocol, with its futility stop, would have reached it.
+    Returns and writes ``aa.json``: the false-confirmation rate (an "improvement" of a profile over
+    itself), the paired noise and the minimum detectable effect, and the pairs a 15 % effect needs."""
+    from agent.loop.confirmation import run_pairs
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    session, exp = _experiment(config, out)
+    ref = exp.codec.reference()
+    results: list[dict[str, Any]] = []
+    failed = True
+    try:
+        def attempt(arm: str, run_dir: Path, s: int) -> float | str:
+            got = exp._attempt(ref, run_dir, s)
+            return str(got[1]) if isinstance(got[0], str) else float(got[0])
+
+        for i in range(confirmations):
+            r = run_pairs(attempt, pairs, out / f"aa-{i:02d}", seed=config.seed + 1000 * (i + 1),
+                          max_reruns=config.max_reruns, stop_for_futility=False)
+            r["shipped_verdict"] = futility_verdict(r["reference_samples"], r["samples"], r["verdict"])
+            results.append(r)
+            write_atomic(out / f"aa-{i:02d}" / "confirmation.json", json.dumps(r, indent=2, sort_keys=True) + "\n")
+            if progress is not None:
+                progress(i, r)
+        failed = False
+    finally:
+        session.close(failed=failed)
+    return summarize_aa(config, results, out)
+
+
+def summarize_aa(config: ExperimentConfig, results: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """The calibration's figures from its confirmations (also what a resumed calibration rereads)."""
+    d = np.concatenate([100.0 * (np.asarray(r["reference_samples"]) - np.asarray(r["samples"]))
+                        / np.asarray(r["reference_samples"]) for r in results]) if results else np.array([])
+    sd = float(np.std(d, ddof=1)) if d.size >= 2 else None
+    pairs = results[0]["pairs_planned"] if results else 0
+    refs = np.concatenate([r["reference_samples"] for r in results]) if results else np.array([])
+    runs = int(sum(r["runs_attempted"] for r in results))
+    voids = int(sum(len(r["voided"]) for r in results))
+    summary = {
+        "cluster": config.cluster, "workload": config.workload, "backend": config.backend, "runtime": config.runtime,
+        "platform": str(config.platform), "metric": config.metric, "confirmations": len(results), "pairs": pairs,
+        "false_improvements": sum(r["verdict"] == IMPROVEMENT for r in results),
+        "false_regressions": sum(r["verdict"] == REGRESSION for r in results),
+        "false_improvements_shipped": sum(r["shipped_verdict"] == IMPROVEMENT for r in results),
+        "false_confirmation_rate": (sum(r["verdict"] == IMPROVEMENT for r in results) / len(results)) if results else None,
+        "paired_sd_pct": sd,
+        "mde_pct": mde_pct(sd, pairs),
+        "pairs_for_mde_15": pairs_for_mde(sd, MDE_TARGET_PCT) if sd else None,
+        "reference_cv": float(np.std(refs, ddof=1) / np.mean(refs)) if refs.size >= 2 else None,
+        "reference_cv_within": [float(np.std(r["reference_samples"], ddof=1) / np.mean(r["reference_samples"]))
+                                for r in results if len(r["reference_samples"]) >= 2],
+        "runs_attempted": runs, "voids": voids, "void_rate": round(voids / runs, 4) if runs else None,
+        "voids_by_arm": {arm: int(sum(r["voids_by_arm"][arm] for r in results)) for arm in ("ref", "cand")},
+        "intervals": [[r["improvement_pct"], r["ci_low"], r["ci_high"], r["verdict"], r["shipped_verdict"]] for r in results],
+    }
+    write_atomic(Path(out) / "aa.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+__all__ = ["MDE_TARGET_PCT", "aa_calibration", "futility_verdict", "reconfirm", "summarize_aa"]

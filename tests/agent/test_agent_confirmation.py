@@ -1,0 +1,172 @@
+"""The randomized interleaved confirmation (agent/loop/confirmation.py), its power (agent.stats),
+the host check (agent/loop/hostcheck.py) and the A/A summary (agent/loop/verify.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from agent.loop.confirmation import pair_orders, run_pairs
+from agent.loop.hostcheck import HOST_NAME, HostDrift, check_host
+from agent.loop.verify import futility_verdict
+from agent.stats import IMPROVEMENT, NO_DIFFERENCE, NOT_CONFIRMED, mde_pct, pairs_for_mde
+
+
+def _attempt_from(values: dict[str, list[float]], log: list[tuple[str, int, int]] | None = None, voids=()):
+    """An attempt that returns each arm's next value, writes a run directory, and voids the
+    attempts numbered in ``voids`` (counting every call)."""
+    calls = {"n": 0}
+    it = {arm: iter(v) for arm, v in values.items()}
+
+    def attempt(arm: str, run_dir: Path, seed: int):
+        calls["n"] += 1
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if log is not None:
+            log.append((arm, seed, calls["n"]))
+        if calls["n"] in voids:
+            return "dispatch lag p99 0.9 s > 0.5 s"
+        return next(it[arm])
+
+    return attempt
+
+
+def test_orders_are_balanced_seeded_and_not_fixed():
+    for n in (2, 7, 8, 15):
+        o = pair_orders(n, 3)
+        firsts = [a for a, _ in o]
+        assert abs(firsts.count("ref") - firsts.count("cand")) <= 1
+        assert o == pair_orders(n, 3)
+    # not the old fixed ref-then-cand order, and different seeds give different orders
+    assert len({tuple(pair_orders(8, s)) for s in range(10)}) > 1
+    assert any(o[0] == "cand" for o in pair_orders(8, 0))
+
+
+def test_both_runs_of_a_pair_share_a_seed_and_pairs_differ(tmp_path):
+    log: list[tuple[str, int, int]] = []
+    run_pairs(_attempt_from({"ref": [1.0] * 4, "cand": [1.0] * 4}, log), 4, tmp_path, seed=100, max_reruns=0,
+              stop_for_futility=False)
+    seeds = [s for _, s, _ in log]
+    assert seeds == [100, 100, 101, 101, 102, 102, 103, 103]
+
+
+def test_a_void_voids_its_pair_and_is_counted_against_its_arm(tmp_path):
+    """The second call (pair 0's second run) is void: both runs of pair 0 are redone and kept
+    aside as void, so the void rule cannot keep one arm's run and redraw the other's (planted:
+    rerunning only the voided run leaves ref-0.void-1 missing and 5 attempts, not 6)."""
+    order0 = pair_orders(2, 0)[0]
+    log: list[tuple[str, int, int]] = []
+    r = run_pairs(_attempt_from({"ref": [1.0, 1.0, 1.0], "cand": [1.0, 1.0, 1.0]}, log, voids={2}), 2, tmp_path,
+                  seed=0, max_reruns=2, stop_for_futility=False)
+    assert r["runs_attempted"] == 6 and len(r["voided"]) == 1
+    assert r["voids_by_arm"][order0[1]] == 1 and r["voids_by_arm"][order0[0]] == 0
+    assert (tmp_path / f"{order0[0]}-0.void-1").is_dir() and (tmp_path / f"{order0[1]}-0.void-1").is_dir()
+    assert [a for a, _, _ in log[:4]] == [order0[0], order0[1], order0[0], order0[1]]
+    assert r["void_rate"] == pytest.approx(1 / 6, abs=1e-3)
+
+
+def test_a_pair_void_too_often_ends_the_confirmation_naming_the_reason(tmp_path):
+    from agent.errors import AgentError
+
+    with pytest.raises(AgentError, match="pair 0 was void 2 times in a row .*dispatch lag"):
+        run_pairs(_attempt_from({"ref": [1.0] * 9, "cand": [1.0] * 9}, voids={1, 3}), 3, tmp_path, seed=0, max_reruns=1)
+
+
+def test_a_first_run_effect_cannot_favour_an_arm_once_orders_are_randomized(tmp_path):
+    """The lab measured its first run of a pair slower (a carry-over): with the old fixed
+    ref-then-cand order an identical candidate then wins every pair and confirms; randomized and
+    balanced, the effect cancels in the mean (planted: with every order ref-first this confirms)."""
+    def attempt_factory():
+        state = {"first": True}
+
+        def attempt(arm: str, run_dir: Path, seed: int):
+            slow = state["first"]
+            state["first"] = not state["first"]
+            return 1.3 if slow else 1.0 + 0.001 * (seed % 3)
+        return attempt
+
+    r = run_pairs(attempt_factory(), 8, tmp_path, seed=5, max_reruns=0, stop_for_futility=False)
+    assert r["verdict"] == NO_DIFFERENCE and abs(r["improvement_pct"]) < 5
+
+
+def test_mde_matches_the_power_of_a_paired_t_test():
+    """At the MDE, a simulated paired t-test at 95 % rejects in about 80 % of draws."""
+    sd, n = 10.0, 8
+    m = mde_pct(sd, n)
+    rng = np.random.default_rng(1)
+    d = rng.normal(m, sd, size=(20000, n))
+    t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / np.sqrt(n))
+    power = float(np.mean(t > stats.t.ppf(0.975, n - 1)))
+    assert 0.75 < power < 0.85
+    assert mde_pct(sd, 1) is None and mde_pct(None, 5) is None
+    n15 = pairs_for_mde(23.0, 15.0)
+    assert mde_pct(23.0, n15) <= 15.0 < mde_pct(23.0, n15 - 1)
+
+
+def test_the_verdict_states_its_spread_and_minimum_detectable_effect(tmp_path):
+    r = run_pairs(_attempt_from({"ref": [10, 10, 10, 10], "cand": [8, 8.5, 7.5, 8.2]}), 4, tmp_path, seed=0,
+                  max_reruns=0)
+    assert r["verdict"] == IMPROVEMENT and r["pairs"] == 4
+    assert r["mde_pct"] == pytest.approx(mde_pct(r["sd_pct"], 4))
+    assert r["sd_pct"] == pytest.approx(np.std([20, 15, 25, 18], ddof=1))
+
+
+def test_futility_never_turns_a_non_improvement_into_an_improvement():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        refs = list(rng.uniform(1, 2, 6))
+        cands = list(np.asarray(refs) * rng.uniform(0.7, 1.3, 6))
+        from agent.stats import paired_improvement, verdict
+
+        full = verdict(paired_improvement(refs, cands))
+        shipped = futility_verdict(refs, cands, full)
+        assert shipped in (full, NOT_CONFIRMED)
+        if full != IMPROVEMENT:
+            assert shipped != IMPROVEMENT
+    assert futility_verdict([1, 1, 1], [1.1, 0.9, 0.9], NO_DIFFERENCE) == NOT_CONFIRMED
+
+
+def _summary(cpu_ms: float, unpack_ms: float) -> dict:
+    return {"host": {"probe": {"cpu_ms": cpu_ms, "unpack_ms": unpack_ms, "at": 0.0}}}
+
+
+def test_the_first_probe_is_kept_and_a_drift_beyond_the_threshold_pauses_in_one_line(tmp_path):
+    assert check_host(tmp_path, tmp_path / "r0", _summary(100, 40), 1.25) == {}
+    assert json.loads((tmp_path / HOST_NAME).read_text())["probe"]["cpu_ms"] == 100
+    assert check_host(tmp_path, tmp_path / "r1", _summary(112, 44), 1.25) == {"cpu_ms": 1.12, "unpack_ms": 1.1}
+    with pytest.raises(HostDrift) as err:
+        check_host(tmp_path, tmp_path / "r2", _summary(210, 41), 1.25)
+    assert "\n" not in str(err.value) and "cpu probe 2.10x" in str(err.value) and "--resume" in str(err.value)
+    with pytest.raises(HostDrift):  # faster counts too: the first steps were measured on another machine
+        check_host(tmp_path, tmp_path / "r3", _summary(100, 20), 1.25)
+    assert check_host(tmp_path, tmp_path / "r4", _summary(300, 40), 0) is not None  # 0: no check
+    assert check_host(tmp_path, tmp_path / "r5", {"host": {}}, 1.25) is None  # a backend without probes
+
+
+def test_the_experiments_confirmation_runs_randomized_pairs_and_states_its_power(tmp_path):
+    """A live experiment on a noisy backend: its confirmation is ``confirm`` pairs in a balanced
+    random order (not the old ref-then-cand), each verdict with its spread and MDE, and
+    ``scoretune confirm``'s re-confirmation runs the same protocol on the saved profile."""
+    from agent_fixtures import AnalyticBackend, AnalyticObjective, tiny_workload
+
+    from agent.actions import ActionCodec
+    from agent.loop.config import ExperimentConfig
+    from agent.loop.experiment import Experiment
+    from agent.tuners.factory import make_tuner
+
+    cfg = ExperimentConfig(method="random", backend="local", cluster="analytic", workload="tiny", steps=4, seed=3,
+                           confirm=6)
+    backend = AnalyticBackend(AnalyticObjective(seed=7), noise=0.05)
+    summary = Experiment(cfg, backend, tiny_workload(), make_tuner("random", ActionCodec(), seed=3), tmp_path).run()
+    conf = summary["confirmation"]
+    assert conf is not None, "the random tuner's best beat the reference by chance: pick another seed"
+    assert conf["pairs_planned"] == 6 and conf["mde_pct"] is not None and conf["sd_pct"] is not None
+    firsts = [o[0] for o in conf["orders"]]
+    if len(firsts) == 6:
+        assert firsts.count("ref") == 3
+    runs = sorted(p.name for p in (tmp_path / "runs" / "confirm").iterdir())
+    assert runs[: 2 * conf["pairs"]] == sorted([f"{a}-{r}" for r in range(conf["pairs"]) for a in ("cand", "ref")])
+    assert conf["seeds"] == [1003 + r for r in range(conf["pairs"])]
