@@ -50,6 +50,8 @@ AA_PARAMS = [
         6, "--confirmations", min=1, max=200, help="--aa: how many A/A confirmations.")),
     inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
         8, "--pairs", min=2, max=100, help="--aa: pairs per confirmation.")),
+    inspect.Parameter("host_fit", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
+        "scale", "--host-fit", help="--aa: a cluster bigger than the host: scale, refuse or off (as declared).")),
     inspect.Parameter("lab_runtime", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
         "process", "--runtime", help="--aa: the lab's runtime: process, containers or auto.")),
 ]
@@ -89,7 +91,8 @@ def _aa(kwargs: dict[str, Any], aa: dict[str, Any]) -> None:
         out.mkdir(parents=True, exist_ok=True)
         workload = str(write_workload(lab_workload(kwargs["seed"], duration_s=kwargs["duration"]), out / "workload.parquet"))
     config = ExperimentConfig(method="default", backend="local", cluster=kwargs["cluster"], workload=workload,
-                              steps=1, seed=kwargs["seed"], runtime=aa["lab_runtime"])
+                              steps=1, seed=kwargs["seed"], runtime=aa["lab_runtime"],
+                              host_fit=aa["host_fit"])
     c = console
 
     def progress(i: int, r: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ _RESUME_OPTIONS = {
     "namespace": "--namespace", "ingress_url": "--ingress-url", "cold_nodes": "--cold-nodes",
     "remote_workers": "--remote-workers", "master_bind_host": "--master-bind-host", "master_port": "--master-port",
     "workers_wait_s": "--workers-wait-s", "fault_wait_s": "--fault-wait-s", "max_clock_offset_s": "--max-clock-offset-s",
-    "platform": "--platform", "runtime": "--runtime", "openwhisk_api": "--openwhisk-api", "openwhisk_auth": "--openwhisk-auth",
+    "platform": "--platform", "runtime": "--runtime", "host_fit": "--host-fit", "openwhisk_api": "--openwhisk-api", "openwhisk_auth": "--openwhisk-auth",
 }
 """Config field (or backend option) -> the ``tune`` option that sets it, for resume errors."""
 
@@ -56,7 +56,7 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
             refuse("--embedded-default (backend local or sim)", stored.backend, "local or sim")
         if "policy" not in given and "method" not in given and stored.method != EMBEDDED_DEFAULT.method:
             refuse("--embedded-default (method twin)", stored.method, EMBEDDED_DEFAULT.method)
-    for name in ("backend", "metric", "method", "platform", "runtime"):
+    for name in ("backend", "metric", "method", "platform", "runtime", "host_fit"):
         if name in given:
             overrides[name] = str(values[name])
     for name in ("steps", "repeats", "seed", "max_reruns", "fault_wait_s"):
@@ -115,6 +115,9 @@ class TuneArgs:
                              DEFAULT_PLATFORM.value)
     runtime: str = opt("local: how the embedded lab's nodes run pods: process, containers (real images pulled "
                        "from a registry, runc pods, shaped links; root and `make setup-containers`) or auto.", "process")
+    host_fit: str = opt("local: a cluster whose nodes need more CPU than this host has beside the harness: scale "
+                        "its CPU and request rate by one factor (recorded), refuse it, or off (as declared, "
+                        "over-subscribed).", "scale")
     cluster: str = opt("Cluster spec name or path (default: the workload scenario's).", "")
     workload: str = opt("Workload: a Parquet file, 'lab', or a scenario name.", "lab")
     policy: Path | None = opt("Tune with this trained policy (zip; its .json beside it), acting as its config's "
@@ -216,6 +219,7 @@ def tune_config(args: TuneArgs, given: set[str]) -> Any:
         steps=args.steps, metric=args.metric, repeats=args.repeats, seed=args.seed,
         policy=str(policy) if policy else None, max_reruns=args.max_reruns, confirm=max(args.confirm, 0),
         fault_wait_s=args.fault_wait_s, platform=args.platform, runtime=args.runtime,
+        host_fit=args.host_fit,
         health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),
         backend_options=dataclasses.asdict(KubeOptions(
             args.kubeconfig, args.context, args.namespace, args.ingress_url, cold_nodes=node_names(args.cold_nodes),

@@ -81,7 +81,7 @@ def resolve_workload(workload: str, *, seed: int = 0) -> tuple[Any, str | None]:
 
 
 def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | None = None,
-                 platform: Platform = DEFAULT_PLATFORM, runtime: str = "process") -> Any:
+                 platform: Platform = DEFAULT_PLATFORM, runtime: str = "process", host_fit: str = "scale") -> Any:
     """A backend bound to ``cluster`` (a ClusterSpec; unused by ``kube``, which reads the real one)
     serving the functions with ``platform`` (on ``kube``, its entry's backend: testbed.platforms)."""
     if name == "sim":
@@ -91,7 +91,7 @@ def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | 
     if name == "local":
         from testbed.local.backend import LocalBackend
 
-        return LocalBackend(cluster, seed=seed, platform=platform, runtime=runtime)
+        return LocalBackend(cluster, seed=seed, platform=platform, runtime=runtime, host_fit=host_fit)
     if name == "kube":
         from testbed.kube.backend import ImageState
         from testbed.platforms import platform_entry
@@ -107,7 +107,7 @@ def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: KubeOptions | 
     raise AgentError(f"unknown backend {name!r}; valid: {list(BACKENDS)}")
 
 
-def embedded_default_backend(seed: int = 0, runtime: str = "process") -> tuple[Any, str]:
+def embedded_default_backend(seed: int = 0, runtime: str = "process", host_fit: str = "scale") -> tuple[Any, str]:
     """``make tune``'s backend: the embedded lab when it starts on this machine, else the simulator
     with the same cluster (``lab-small``) and workload."""
     from testbed.cluster import load_cluster
@@ -115,7 +115,7 @@ def embedded_default_backend(seed: int = 0, runtime: str = "process") -> tuple[A
 
     cluster = load_cluster(LAB_CLUSTER)
     try:
-        backend = make_backend("local", cluster, seed=seed, runtime=runtime)
+        backend = make_backend("local", cluster, seed=seed, runtime=runtime, host_fit=host_fit)
     except Exception as err:  # noqa: BLE001 - any failure to start the lab means "use the simulator"
         log.warning("the embedded lab did not start (%s); tuning on the simulator instead", err)
         return make_backend("sim", cluster, seed=seed), "sim"

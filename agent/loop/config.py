@@ -68,6 +68,9 @@ class ExperimentConfig:
     host_drift: float = 1.25
     """Pause the experiment when the host's probes (``testbed.local.probe``) move beyond this ratio
     of its first run's (``agent.loop.hostcheck``); 0: never."""
+    host_fit: str = "scale"
+    """The embedded lab on a host smaller than the cluster: ``scale`` it down by one factor,
+    ``refuse`` it, or ``off`` (as declared, over-subscribed) (``testbed.local.capacity``)."""
     runtime: str = "process"
     """How the embedded lab's nodes run pods (``local`` and ``auto`` backends): ``process``,
     ``containers`` (real images, runc, shaped links) or ``auto`` (containers when they work)."""
@@ -109,6 +112,8 @@ class ExperimentConfig:
             object.__setattr__(self, "platform", parse_platform(self.platform))
         except InputError as err:
             raise AgentError(err.detail) from None
+        if self.host_fit not in ("scale", "refuse", "off"):
+            raise AgentError(f"unknown host fit {self.host_fit!r}; valid: scale, refuse, off")
         if self.runtime not in ("process", "containers", "auto"):
             raise AgentError(f"unknown lab runtime {self.runtime!r}; valid: process, containers, auto")
         if self.reward not in REWARDS:

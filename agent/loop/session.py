@@ -98,11 +98,12 @@ def open_session(config: ExperimentConfig, out: Path) -> Session:
 
     tuner = None if live_twin else build(spec)
     if config.backend == "auto":
-        be, chosen = embedded_default_backend(seed=config.seed, runtime=config.runtime)
+        be, chosen = embedded_default_backend(seed=config.seed, runtime=config.runtime, host_fit=config.host_fit)
         config = dataclasses.replace(config, backend=chosen, cluster=cluster_name)
     else:
         be = make_backend(config.backend, spec, seed=config.seed, kube=KubeOptions(**config.backend_options)
-                          if config.backend_options else None, platform=config.platform, runtime=config.runtime)
+                          if config.backend_options else None, platform=config.platform, runtime=config.runtime,
+                          host_fit=config.host_fit)
         config = dataclasses.replace(config, cluster=cluster_name or "")
     try:
         live = _live_cluster(be, out) if tuner is None else None

@@ -19,7 +19,8 @@ measurement):
   declared one, every CPU-bound phase (work, unpacking, start-up) runs ``1/f`` times slower, and
   the link-bound phases (downloads) do not;
 - or, with ``fit="refuse"``, ``up`` refuses with one line naming the cluster, its cores and the
-  host's.
+  host's; ``fit="off"`` runs it as declared, over-subscribed (how the lab ran before; for
+  comparing with results measured then), and records that too.
 
 The factor is recorded in ``lab.json`` (``host_fit``) and in every run's summary
 (``lab_scale``). Nothing here is read by a tuner.
@@ -40,7 +41,7 @@ DEFAULT_RESERVE_MILLI = 600
 """CPU kept for the harness. On a 2-core host it leaves the nodes 1.4 cores, the upper end of the
 1.2-1.4 the outside read of the container lab's noise recommended (../shared/notes/measurement.md
 section 4); the harness's group weight is worth the same, so under contention it keeps this share."""
-FITS = ("scale", "refuse")
+FITS = ("scale", "refuse", "off")
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class HostFit:
 
     @property
     def notice(self) -> str:
+        if self.fit == "off" and self.demand_milli > self.capacity_milli:
+            return (f"the cluster's {self.demand_milli / 1000:g} cores run as declared on the host's "
+                    f"{self.capacity_milli / 1000:g} beside the harness (--host-fit off): over-subscribed")
         if self.factor >= 1.0:
             return (f"the cluster's {self.demand_milli / 1000:g} cores fit the host's {self.capacity_milli / 1000:g} "
                     f"({self.host_milli / 1000:g} less {self.reserve_milli / 1000:g} for the harness): not scaled")
@@ -88,7 +92,7 @@ def fit_host(cluster_name: str, hardware: dict[str, NodeHardware], *, fit: str =
         raise InputError(f"must be at least 0 and below the host's {host}m, got {reserve_milli}m", field="--reserve")
     demand = sum(h.cpu_milli for h in hardware.values())
     capacity = host - reserve_milli
-    factor = 1.0 if demand <= capacity else capacity / demand
+    factor = 1.0 if demand <= capacity or fit == "off" else capacity / demand
     if factor < 1.0 and fit == "refuse":
         raise TestbedError(f"cluster {cluster_name} needs {demand / 1000:g} cores and this host has "
                            f"{host / 1000:g} ({capacity / 1000:g} beside the harness): run it with --host-fit scale, "

@@ -41,7 +41,7 @@ def up_cmd(
                                          "noisy neighbour); default: the cluster's shipped file, if any."),
     host_fit: str = typer.Option("scale", "--host-fit", help="A cluster whose nodes need more CPU than this host has "
                                  "beside the harness: scale its CPU and request rate down by one factor (recorded), "
-                                 "or refuse it."),
+                                 "refuse it, or off (as declared, over-subscribed; recorded)."),
     reserve: int = typer.Option(DEFAULT_RESERVE_MILLI, "--reserve", help="Millicores kept for the harness (Locust, "
                                 "controller, agents, registry)."),
     state_dir: Path | None = _STATE,

@@ -50,8 +50,8 @@ def made_backends(monkeypatch: pytest.MonkeyPatch) -> Backends:
     real = agent.loop.backends.make_backend
 
     def make_backend(name: str, cluster: Any, *, seed: int = 0, kube: Any = None, platform: str = "knative",
-                     runtime: str = "process") -> Any:
-        backend = real(name, cluster, seed=seed, kube=kube, platform=platform, runtime=runtime)
+                     runtime: str = "process", host_fit: str = "scale") -> Any:
+        backend = real(name, cluster, seed=seed, kube=kube, platform=platform, runtime=runtime, host_fit=host_fit)
         if made.crash_on_run is not None:
             backend, made.crash_on_run = CrashingBackend(backend, made.crash_on_run), None
         made.append(backend)
