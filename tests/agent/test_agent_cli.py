@@ -168,3 +168,26 @@ def test_a_killed_command_unwinds_as_on_ctrl_c(tmp_path):
     finally:
         if psutil.pid_exists(child):
             psutil.Process(child).kill()
+
+
+def test_confirm_rejudges_a_saved_profile_in_new_pairs_and_refuses_what_it_cannot(tmp_path, made_backends):
+    out = tmp_path / "exp"
+    assert runner.invoke(app, ["tune", "--backend", "sim", "--workload", "lab", "--method", "random", "--steps", "4",
+                               "--seed", "2", "--out", str(out)]).exit_code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    result = runner.invoke(app, ["confirm", str(out), "--pairs", "3"])
+    if summary["best_step"] == 0:
+        assert result.exit_code == 1 and "nothing to confirm" in result.output
+        return
+    assert result.exit_code == 0, _said(result)
+    assert "minimum detectable effect" in result.output
+    (found,) = list((out / "reconfirmations").glob("*/reconfirmation.json"))
+    r = json.loads(found.read_text())
+    assert r["pairs"] <= 3 and r["label"] == summary["best_label"] and r["seeds"][0] == 5002
+    assert len({tuple(o) for o in r["orders"]}) >= 1 and r["voids_by_arm"] == {"ref": 0, "cand": 0}
+    bad = runner.invoke(app, ["confirm", str(tmp_path / "nothing")])
+    assert bad.exit_code == 1 and "not an experiment directory" in bad.output
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "config.json").write_text((out / "config.json").read_text())
+    bad = runner.invoke(app, ["confirm", str(tmp_path / "half")])
+    assert bad.exit_code == 1 and "has not finished" in bad.output and len(bad.output.strip().splitlines()) == 1
