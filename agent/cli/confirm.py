@@ -50,6 +50,9 @@ AA_PARAMS = [
         6, "--confirmations", min=1, max=200, help="--aa: how many A/A confirmations.")),
     inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
         8, "--pairs", min=2, max=100, help="--aa: pairs per confirmation.")),
+    inspect.Parameter("report", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None, default=typer.Option(
+        None, "--report", help="--aa: no lab runs: pool every A/A calibration under this folder per cluster, print "
+        "the table and write DIR/aa-pooled.json.")),
     inspect.Parameter("host_fit", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
         "scale", "--host-fit", help="--aa: a cluster bigger than the host: scale, refuse or off (as declared).")),
     inspect.Parameter("lab_runtime", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
@@ -75,9 +78,33 @@ def with_aa(calibrate: Any) -> Any:
     return command
 
 
+def _aa_report(root: Path) -> None:
+    import json
+
+    from agent.formatting import md_table
+    from agent.loop.verify import pool_aa
+    from functions.atomic import write_atomic
+
+    pooled = pool_aa(root)
+    write_atomic(root / "aa-pooled.json", json.dumps(pooled, indent=2, sort_keys=True) + "\n")
+    rows = [[c, str(r["confirmations"]), str(r["pairs"]), f"{r['false_improvements']} ({r['false_improvements_shipped']})",
+             str(r["false_regressions"]), _fmt(r["paired_sd_pct"], " pct"), _fmt(r["mde_pct"], " pct"),
+             str(r["pairs_for_mde_15"]), f"{r['same_seed_cv_median']:.3f}", f"{r['reference_cv_within_confirmation_median']:.3f}",
+             f"{r['first_run_over_partner_median']:.3f}", f"{r['voids']}/{r['runs_attempted']}"]
+            for c, r in pooled["clusters"].items()]
+    typer.echo(md_table(["cluster", "A/A", "pairs", "false improvements (shipped)", "false regressions",
+                                  "paired sd", "MDE", "pairs for 15 %", "same-seed CV", "reference CV",
+                                  "first run / partner", "voids"], rows))
+    console.print(f"written: {root / 'aa-pooled.json'}")
+
+
 def _aa(kwargs: dict[str, Any], aa: dict[str, Any]) -> None:
     from agent.loop.config import ExperimentConfig
     from agent.loop.verify import aa_calibration
+
+    if aa["report"] is not None:
+        _aa_report(Path(aa["report"]))
+        return
 
     out = kwargs["out"]
     out = Path("runs/calibration/aa") if str(out) == "runs/calibration/lab-small.yaml" else Path(out)

@@ -24,7 +24,7 @@ _RESUME_OPTIONS = {
     "max_late_share": "--max-late-share", "kubeconfig": "--kubeconfig", "context": "--context",
     "namespace": "--namespace", "ingress_url": "--ingress-url", "cold_nodes": "--cold-nodes",
     "remote_workers": "--remote-workers", "master_bind_host": "--master-bind-host", "master_port": "--master-port",
-    "workers_wait_s": "--workers-wait-s", "fault_wait_s": "--fault-wait-s", "max_clock_offset_s": "--max-clock-offset-s",
+    "workers_wait_s": "--workers-wait-s", "fault_wait_s": "--fault-wait-s", "host_drift": "--host-drift", "max_clock_offset_s": "--max-clock-offset-s",
     "platform": "--platform", "runtime": "--runtime", "host_fit": "--host-fit", "openwhisk_api": "--openwhisk-api", "openwhisk_auth": "--openwhisk-auth",
 }
 """Config field (or backend option) -> the ``tune`` option that sets it, for resume errors."""
@@ -59,7 +59,7 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
     for name in ("backend", "metric", "method", "platform", "runtime", "host_fit"):
         if name in given:
             overrides[name] = str(values[name])
-    for name in ("steps", "repeats", "seed", "max_reruns", "fault_wait_s"):
+    for name in ("steps", "repeats", "seed", "max_reruns", "fault_wait_s", "host_drift"):
         if name in given:
             overrides[name] = values[name]
     if "confirm" in given and values["confirm"] >= 0:
@@ -165,6 +165,8 @@ class TuneArgs:
     fault_wait_s: float = opt("Wait this long after the lab failed to prepare a step (node not Ready, cache purge, "
                                "rollout) before retrying it; --max-reruns bounds the retries.", 30.0,
                                callback=finite(0.0, 3600.0))
+    host_drift: float = opt("local: pause the experiment (resumable) when the host's CPU or unpack probe moves "
+                            "beyond this ratio of its first run's; 0: never.", 1.25, callback=finite(0.0, 100.0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,7 +221,7 @@ def tune_config(args: TuneArgs, given: set[str]) -> Any:
         steps=args.steps, metric=args.metric, repeats=args.repeats, seed=args.seed,
         policy=str(policy) if policy else None, max_reruns=args.max_reruns, confirm=max(args.confirm, 0),
         fault_wait_s=args.fault_wait_s, platform=args.platform, runtime=args.runtime,
-        host_fit=args.host_fit,
+        host_fit=args.host_fit, host_drift=args.host_drift,
         health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),
         backend_options=dataclasses.asdict(KubeOptions(
             args.kubeconfig, args.context, args.namespace, args.ingress_url, cold_nodes=node_names(args.cold_nodes),

@@ -146,4 +146,66 @@ def summarize_aa(config: ExperimentConfig, results: list[dict[str, Any]], out: P
     return summary
 
 
-__all__ = ["MDE_TARGET_PCT", "aa_calibration", "futility_verdict", "reconfirm", "summarize_aa"]
+
+
+
+def read_confirmations(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every A/A confirmation under ``root`` (``**/aa.json`` beside its ``aa-*/confirmation.json``),
+    by cluster."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for aa in sorted(Path(root).rglob("aa.json")):
+        try:
+            cluster = json.loads(aa.read_text(encoding="utf-8"))["cluster"]
+        except (OSError, ValueError, KeyError) as err:
+            raise AgentError(f"{aa}: not an A/A calibration ({err})") from None
+        for conf in sorted(aa.parent.glob("aa-*/confirmation.json")):
+            r = json.loads(conf.read_text(encoding="utf-8"))
+            r["dir"] = str(conf.parent)
+            out.setdefault(cluster, []).append(r)
+    if not out:
+        raise AgentError(f"{root}: no A/A calibration under it (`scoretune calibrate --aa -o DIR`)")
+    return out
+
+
+def _first_run_ratio(r: dict[str, Any]) -> float:
+    """The first run of a confirmation over its pair partner (1.0: no first-run effect)."""
+    first, second = r["orders"][0]
+    vals = {"ref": r["reference_samples"][0], "cand": r["samples"][0]}
+    return float(vals[first] / vals[second])
+
+
+def pool_aa(root: Path) -> dict[str, Any]:
+    """The A/A calibrations under ``root`` pooled per cluster: what each figure of
+    docs/results/containers/repeatable.md is computed from (``scoretune calibrate --aa --report``)."""
+    by_cluster = read_confirmations(root)
+    rows = {}
+    for cluster, rs in sorted(by_cluster.items()):
+        d = np.concatenate([100.0 * (np.asarray(r["reference_samples"]) - np.asarray(r["samples"]))
+                            / np.asarray(r["reference_samples"]) for r in rs])
+        sd = float(np.std(d, ddof=1)) if d.size >= 2 else None
+        pairs = int(np.median([r["pairs_planned"] for r in rs]))
+        same_seed_cv = [abs(a - b) / np.sqrt(2) / ((a + b) / 2) for r in rs
+                        for a, b in zip(r["reference_samples"], r["samples"], strict=True)]
+        per_conf_cv = [float(np.std(r["reference_samples"], ddof=1) / np.mean(r["reference_samples"]))
+                       for r in rs if len(r["reference_samples"]) >= 2]
+        runs = int(sum(r["runs_attempted"] for r in rs))
+        voids = int(sum(len(r["voided"]) for r in rs))
+        first = [_first_run_ratio(r) for r in rs]
+        rows[cluster] = {
+            "confirmations": len(rs), "pairs": pairs,
+            "false_improvements": int(sum(r["verdict"] == IMPROVEMENT for r in rs)),
+            "false_improvements_shipped": int(sum(r.get("shipped_verdict", r["verdict"]) == IMPROVEMENT for r in rs)),
+            "false_regressions": int(sum(r["verdict"] == REGRESSION for r in rs)),
+            "paired_sd_pct": sd, "mde_pct": mde_pct(sd, pairs),
+            "pairs_for_mde_15": pairs_for_mde(sd, MDE_TARGET_PCT) if sd else None,
+            "same_seed_cv_median": float(np.median(same_seed_cv)) if same_seed_cv else None,
+            "reference_cv_within_confirmation_median": float(np.median(per_conf_cv)) if per_conf_cv else None,
+            "first_run_over_partner_median": float(np.median(first)), "first_run_over_partner": first,
+            "runs_attempted": runs, "voids": voids, "void_rate": round(voids / runs, 4) if runs else None,
+            "voids_by_arm": {arm: int(sum(r["voids_by_arm"][arm] for r in rs)) for arm in ("ref", "cand")},
+        }
+    total = sum(r["confirmations"] for r in rows.values())
+    return {"clusters": rows, "confirmations": total,
+            "false_improvements": sum(r["false_improvements"] for r in rows.values()),
+            "false_improvements_shipped": sum(r["false_improvements_shipped"] for r in rows.values())}
+__all__ = ["MDE_TARGET_PCT", "aa_calibration", "futility_verdict", "pool_aa", "read_confirmations", "reconfirm", "summarize_aa"]

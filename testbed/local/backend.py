@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,10 @@ from testbed.platforms import platform_entry
 log = logging.getLogger(__name__)
 
 
+
+RUN_LEAD_S = 3.0
+"""How far ahead of the call a run's t = 0 is fixed: Locust starts in about a second here; the
+rest is margin (a late start shows as dispatch lag, and voids the run, never skews it)."""
 
 LAB_FAULTS = ("image pull failed", "instance did not start")
 """Reasons an instance failed that are the lab's, not the profile's (a registry or runtime that
@@ -160,9 +165,10 @@ class LocalBackend:
         workload = self.prepare_workload(workload, seed)
         out_dir = Path(out_dir).resolve()  # Locust runs in its own working directory
         probed = probe.probe(self.state_dir)
-        # Locust picks t = 0 itself once it is up (no fixed lead to wait out) and reports it; the
-        # controller's placements and events are then read relative to that same instant
-        started = self.client.begin_run()
+        # t = 0 is fixed RUN_LEAD_S ahead, so the controller can align its autoscaler's clock to
+        # the run's arrivals; the replay reports the t = 0 it used, and the controller's placements
+        # and events are read relative to that same instant
+        started = self.client.begin_run(time.time() + RUN_LEAD_S)
         info = {
             "backend": self.name,
             "seed": seed,
@@ -178,7 +184,7 @@ class LocalBackend:
         from testbed.local.lab import harness_setup
 
         result = replay(workload, self.handle.target, out_dir, timeout_s=self.timeout_s, info=info,
-                        child_setup=harness_setup(self._harness))
+                        child_setup=harness_setup(self._harness), start_epoch=started)
         during = host.between(before, host.sample())
         t0 = (result.summary.get("replay") or {}).get("start_epoch") or started
         failed, failure = result.failed, result.summary.get("failure")

@@ -132,8 +132,9 @@ class LabClient:
     def reset(self) -> None:
         self._call("POST", "reset", {})
 
-    def begin_run(self) -> float:
-        return float(self._call("POST", "run/begin", {})["t0"])
+    def begin_run(self, t0: float | None = None) -> float:
+        """Mark the run's start: ``t0`` (the replay's fixed t = 0) or now; returns it."""
+        return float(self._call("POST", "run/begin", {"t0": t0} if t0 is not None else {})["t0"])
 
     def end_run(self, t0: float) -> dict[str, Any]:
         return self._call("POST", "run/end", {"t0": t0})

@@ -170,3 +170,68 @@ def test_the_experiments_confirmation_runs_randomized_pairs_and_states_its_power
     runs = sorted(p.name for p in (tmp_path / "runs" / "confirm").iterdir())
     assert runs[: 2 * conf["pairs"]] == sorted([f"{a}-{r}" for r in range(conf["pairs"]) for a in ("cand", "ref")])
     assert conf["seeds"] == [1003 + r for r in range(conf["pairs"])]
+
+
+def test_the_aa_report_pools_calibrations_per_cluster(tmp_path):
+    """Two calibrations of one cluster and one of another, written as `calibrate --aa` writes
+    them; the pooled report counts every confirmation once and pools the pairs' spread."""
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+    from agent.loop.config import ExperimentConfig
+    from agent.loop.verify import futility_verdict, pool_aa, summarize_aa
+
+    rng = np.random.default_rng(4)
+    diffs = []
+    for k, cluster in enumerate(["lab-hidden-cpu", "lab-hidden-cpu", "lab-hidden-links"]):
+        out = tmp_path / f"cal-{k}"
+        results = []
+        for i in range(2):
+            vals = {"ref": list(rng.uniform(2, 3, 3))}
+            vals["cand"] = [v * float(rng.uniform(0.9, 1.1)) for v in vals["ref"]]
+            r = run_pairs(_attempt_from(vals), 3, out / f"aa-{i:02d}", seed=i, max_reruns=0, stop_for_futility=False)
+            r["shipped_verdict"] = futility_verdict(r["reference_samples"], r["samples"], r["verdict"])
+            (out / f"aa-{i:02d}" / "confirmation.json").write_text(json.dumps(r))
+            results.append(r)
+            if cluster == "lab-hidden-cpu":
+                diffs += [100 * (a - b) / a for a, b in zip(r["reference_samples"], r["samples"], strict=True)]
+        summarize_aa(ExperimentConfig(method="default", backend="local", cluster=cluster, workload="lab"), results, out)
+    pooled = pool_aa(tmp_path)
+    cpu = pooled["clusters"]["lab-hidden-cpu"]
+    assert pooled["confirmations"] == 6 and cpu["confirmations"] == 4 and pooled["clusters"]["lab-hidden-links"]["confirmations"] == 2
+    assert cpu["paired_sd_pct"] == pytest.approx(np.std(diffs, ddof=1))
+    assert cpu["mde_pct"] == pytest.approx(mde_pct(cpu["paired_sd_pct"], 3))
+    assert len(cpu["first_run_over_partner"]) == 4
+    result = CliRunner().invoke(app, ["calibrate", "--aa", "--report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "| lab-hidden-cpu | 4 | 3 |" in result.output and (tmp_path / "aa-pooled.json").exists()
+    empty = CliRunner().invoke(app, ["calibrate", "--aa", "--report", str(tmp_path / "cal-0" / "aa-00")])
+    assert empty.exit_code == 1 and "no A/A calibration under it" in empty.output
+
+
+@pytest.mark.lab
+def test_calibrate_aa_on_the_process_lab_measures_the_protocol_and_leaves_nothing(tmp_path):
+    """One A/A confirmation of two pairs on the process lab, end to end: every run through the
+    experiment's attempt (the host probe, the scaled lab, the seed's arrivals), aa.json written,
+    no lab process left."""
+    import psutil
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+
+    def agents() -> set[int]:
+        return {p.pid for p in psutil.process_iter(["cmdline"]) if "testbed.local.node_agent" in (p.info["cmdline"] or [])}
+
+    before = agents()
+    out = tmp_path / "aa"
+    result = CliRunner().invoke(app, ["calibrate", "--aa", "--cluster", "lab-small", "--duration", "4",
+                                      "--confirmations", "1", "--pairs", "2", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    aa = json.loads((out / "aa.json").read_text())
+    assert aa["confirmations"] == 1 and aa["pairs"] == 2 and aa["runtime"] == "process"
+    conf = json.loads((out / "aa-00" / "confirmation.json").read_text())
+    assert conf["seeds"] == [1000, 1001]
+    s = json.loads((out / "aa-00" / "ref-0" / "summary.json").read_text())
+    assert s["arrivals"]["seed"] == 1000 and s["host"]["probe"]["cpu_ms"] > 0 and "lab_scale" in s
+    assert json.loads((out / "host.json").read_text())["probe"]["cpu_ms"] > 0
+    assert agents() <= before  # the lab it started is down

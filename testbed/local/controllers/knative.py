@@ -167,9 +167,16 @@ class Controller(LabControl):
         if replicas is not None:
             self._apply_replicas(name, replicas)
 
+    def _phase(self, period: float) -> float:
+        """Seconds to the next multiple of ``period`` after the run's t = 0 (after the epoch between
+        runs): the KPA's stat and decision clocks keep the same phase to every run's arrivals, where
+        a wall-clock phase met each run at a different point (measurement.md, noise source 5)."""
+        origin = self.run_t0 or 0.0
+        return period - ((time.time() - origin) % period)
+
     async def _scrape_loop(self) -> None:
         while True:
-            await asyncio.sleep(SCRAPE_INTERVAL_S - (time.time() % SCRAPE_INTERVAL_S))
+            await asyncio.sleep(self._phase(SCRAPE_INTERVAL_S))
             now = time.time()
             for name, rev in self.revisions.items():
                 conc, arrivals = rev.meter.scrape(now)
@@ -178,7 +185,7 @@ class Controller(LabControl):
 
     async def _tick_loop(self) -> None:
         while True:
-            await asyncio.sleep(TICK_INTERVAL_S - (time.time() % TICK_INTERVAL_S) + 0.05)
+            await asyncio.sleep(self._phase(TICK_INTERVAL_S) + 0.05)
             now = time.time()
             if self._paused:
                 continue
