@@ -355,6 +355,15 @@ def _server_class() -> type:
     return Server
 
 
+KEEP_ALIVE_S = 90
+"""How long an idle keep-alive connection stays open on the server side. uvicorn's default is 5 s,
+shorter than the lab controller's client keeps idle connections (``FORWARD_KEEPALIVE_S``): a
+request sent on a connection the server was closing at that moment failed as a 502 and marked a
+healthy warm instance gone, a random error (counted at the 30 s timeout in the mean) and a random
+cold start. The client must give up an idle connection first, as Go's servers (Knative's
+queue-proxy) never close one on their own; 90 s is Go's ``http.Transport`` IdleConnTimeout."""
+
+
 def serve(
     name: str,
     *,
@@ -391,6 +400,7 @@ def serve(
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=int(graceful_timeout_s),
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
     server = _server_class()(config)
     instance.shutdown_requested = lambda: bool(server.should_exit)

@@ -230,8 +230,8 @@ def test_calibrate_aa_on_the_process_lab_measures_the_protocol_and_leaves_nothin
     aa = json.loads((out / "aa.json").read_text())
     assert aa["confirmations"] == 1 and aa["pairs"] == 2 and aa["runtime"] == "process"
     conf = json.loads((out / "aa-00" / "confirmation.json").read_text())
-    assert conf["seeds"] == [1000, 1001]
+    assert conf["seeds"] == [1001, 1002]  # calibrate's --seed 1, plus 1000 per confirmation
     s = json.loads((out / "aa-00" / "ref-0" / "summary.json").read_text())
-    assert s["arrivals"]["seed"] == 1000 and s["host"]["probe"]["cpu_ms"] > 0 and "lab_scale" in s
+    assert s["arrivals"]["seed"] == 1001 and s["host"]["probe"]["cpu_ms"] > 0 and "lab_scale" in s
     assert json.loads((out / "host.json").read_text())["probe"]["cpu_ms"] > 0
     assert agents() <= before  # the lab it started is down

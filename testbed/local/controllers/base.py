@@ -30,6 +30,11 @@ from testbed.local.teardown import down
 
 log = logging.getLogger(__name__)
 
+FORWARD_KEEPALIVE_S = 30.0
+"""How long the controller keeps an idle connection to an instance: below the instance server's
+own (``functions.runtime.KEEP_ALIVE_S``), so the client always closes first and never sends on a
+connection the server is closing (tests/testbed/local/test_units.py holds the order)."""
+
 HEALTH_INTERVAL_S = 0.25
 REMOVED = "removed while starting"
 """What :meth:`LabControl._start_on_agent` answers for an instance removed before it was up."""
@@ -321,7 +326,7 @@ class LabControl(ABC):
         app.router.add_route("*", "/{tail:.*}", self.ingress)
 
         async def lifecycle(app: web.Application):
-            self.session = ClientSession(connector=TCPConnector(limit=0))
+            self.session = ClientSession(connector=TCPConnector(limit=0, keepalive_timeout=FORWARD_KEEPALIVE_S))
             loops = [asyncio.create_task(c) for c in (*self._loops(), self._health_loop())]
             yield
             for t in loops:
