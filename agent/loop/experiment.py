@@ -15,9 +15,11 @@ retried after ``fault_wait_s``), is void: retried up to ``max_reruns`` times, ne
 The profile applied at the end is the tuner's own choice (:func:`agent.tuners.applied.applied_setting`,
 the rule the evaluation scores: the lowest mean measurement, or the tuner's recommendation),
 applied only when it beats the reference beyond the noise: with ``confirm = N`` (``make tune``
-uses 3) a candidate measured unreplicated is rerun N times, each paired with a reference run on
-a fresh seed, and only a significant paired improvement counts (``confirmation.json``); otherwise
-the reference is applied. An experiment that stops early (any exception, SIGINT, SIGTERM)
+uses 3) a candidate measured unreplicated is judged in N randomized interleaved pairs against the
+reference (:mod:`agent.loop.confirmation`: a seeded order per pair, one seed per pair, a void
+voids its pair), and only a significant paired improvement counts (``confirmation.json``, with the
+verdict's minimum detectable effect); otherwise the reference is applied. Every run's host probe
+is held to the experiment's first (:mod:`agent.loop.hostcheck`). An experiment that stops early (any exception, SIGINT, SIGTERM)
 re-applies the reference, or the applied profile once ``finish`` applied it, on every backend
 (:func:`testbed.backend.restoring`) and records what it did in ``restore.json``.
 """

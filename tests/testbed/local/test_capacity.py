@@ -125,3 +125,19 @@ def test_weights_are_proportional_to_millicores_in_both_hierarchies():
     assert cpu.weight_for(1000, False) == 1024 and cpu.weight_for(500, False) == 512
     assert cpu.weight_for(1500, True) == 3 * cpu.weight_for(500, True)
     assert cpu.weight_for(0, False) == 2 and cpu.weight_for(0, True) == 1  # the kernels' minimums
+
+
+def test_the_harness_keeps_its_share_of_the_host_whether_the_lab_is_scaled_or_not():
+    """Under full contention the harness gets weight / (weight + the nodes' weights): its reserve's
+    share of the host (0.6 of 2 cores) both ways. With the bare reserve as its weight on a lab run
+    as declared it got 600 / (600 + 4400) = 12 %, and the neighbour cluster's load generator
+    voided four attempts in a row (planted: returning the reserve fails the `off` case)."""
+    from testbed.local.lab import harness_weight_milli
+
+    spec = load_cluster("lab-hidden-neighbour")
+    hw = load_hardware(spec)[0]
+    for fit in ("scale", "off"):
+        f = fit_host(spec.name, hw, fit=fit, host=2000, reserve_milli=600)
+        nodes = scale_hardware(hw, f.factor)
+        w = harness_weight_milli(nodes, f)
+        assert w / (w + sum(h.cpu_milli for h in nodes.values())) == pytest.approx(0.3, abs=0.005)
