@@ -131,6 +131,29 @@ def anatomy_cmd(
     _console().print(out.read_text())
 
 
+@app.command("probe")
+def probe_cmd(
+    repeats: int = typer.Option(20, "--repeats", min=1, max=1000, help="Probes to take, back to back."),
+    as_json: bool = typer.Option(False, "--json", help="Print every probe as JSON."),
+) -> None:
+    """Time the host probes (a fixed CPU loop, a fixed unpack) REPEATS times: how much a quiet host
+    moves between probes, what an experiment's --host-drift threshold must stay above."""
+    import tempfile
+
+    from testbed.local.probe import probe
+
+    with tempfile.TemporaryDirectory(prefix="scoretune-probe-") as d:
+        probes = [probe(Path(d)) for _ in range(repeats)]
+    if as_json:
+        typer.echo(json.dumps(probes, indent=2))
+        return
+    for key in ("cpu_ms", "unpack_ms"):
+        v = sorted(p[key] for p in probes if p[key] is not None)
+        if v:
+            typer.echo(f"{key}: min {v[0]:.1f}, median {v[len(v) // 2]:.1f}, max {v[-1]:.1f} "
+                       f"(max/min {v[-1] / v[0]:.2f}x over {len(v)} probes)")
+
+
 @app.command("down")
 def down_cmd(state_dir: Path | None = _STATE) -> None:
     """Stop everything the lab started (by pid) and remove its cgroups."""
