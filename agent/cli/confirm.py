@@ -95,6 +95,9 @@ def _aa_report(root: Path) -> None:
     typer.echo(md_table(["cluster", "A/A", "pairs", "false improvements (shipped)", "false regressions",
                                   "paired sd", "MDE", "pairs for 15 %", "same-seed CV", "reference CV",
                                   "first run / partner", "voids"], rows))
+    typer.echo(f"order: over {pooled['pairs']} pairs the run that went first measured "
+               f"{pooled['pairs_first_over_second_median']:.3f}x the second (median) and was the slower in "
+               f"{pooled['pairs_first_slower']}")
     console.print(f"written: {root / 'aa-pooled.json'}")
 
 

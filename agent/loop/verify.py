@@ -174,6 +174,15 @@ def _first_run_ratio(r: dict[str, Any]) -> float:
     return float(vals[first] / vals[second])
 
 
+def _first_over_second(r: dict[str, Any]) -> list[float]:
+    """Each pair's first run over its second: an order effect shows as a median away from 1."""
+    out = []
+    for (first, second), ref, cand in zip(r["orders"], r["reference_samples"], r["samples"], strict=True):
+        vals = {"ref": ref, "cand": cand}
+        out.append(float(vals[first] / vals[second]))
+    return out
+
+
 def pool_aa(root: Path) -> dict[str, Any]:
     """The A/A calibrations under ``root`` pooled per cluster: what each figure of
     docs/results/containers/repeatable.md is computed from (``scoretune calibrate --aa --report``)."""
@@ -205,7 +214,11 @@ def pool_aa(root: Path) -> dict[str, Any]:
             "voids_by_arm": {arm: int(sum(r["voids_by_arm"][arm] for r in rs)) for arm in ("ref", "cand")},
         }
     total = sum(r["confirmations"] for r in rows.values())
+    order = [_first_over_second(r) for rs in by_cluster.values() for r in rs]
+    ratios = [x for o in order for x in o]
     return {"clusters": rows, "confirmations": total,
+            "pairs_first_over_second_median": float(np.median(ratios)) if ratios else None,
+            "pairs_first_slower": int(sum(x > 1 for x in ratios)), "pairs": len(ratios),
             "false_improvements": sum(r["false_improvements"] for r in rows.values()),
             "false_improvements_shipped": sum(r["false_improvements_shipped"] for r in rows.values())}
 __all__ = ["MDE_TARGET_PCT", "aa_calibration", "futility_verdict", "pool_aa", "read_confirmations", "reconfirm", "summarize_aa"]
