@@ -8,8 +8,8 @@ loop and a fixed unpack, ``summary.host.probe``). The first probe an experiment 
 continues once the host is back; a host that stays changed means the experiment's latencies can
 no longer be compared with its first steps, and a new experiment is the honest answer.
 
-The default 1.25 is measured: twenty back-to-back probes on a quiet 2-core host ranged 1.08-1.12x
-(CPU) and 1.10-1.15x (unpack) in two sets from fastest to slowest; the drift seen between sessions was 2-2.5x
+The default 1.25 is measured: twenty back-to-back probes on a quiet 2-core host ranged 1.08x
+(CPU) and 1.10x (unpack) from fastest to slowest (`scoretune testbed probe --repeats 20`); the drift seen between sessions was 2-2.5x
 (docs/results/containers/repeatable.md).
 """
 
