@@ -95,6 +95,10 @@ def _aa_report(root: Path) -> None:
     typer.echo(md_table(["cluster", "A/A", "pairs", "false improvements (shipped)", "false regressions",
                                   "paired sd", "MDE", "pairs for 15 %", "same-seed CV", "reference CV",
                                   "first run / partner", "voids"], rows))
+    for c, r in pooled["clusters"].items():
+        ses = r["session"]
+        typer.echo(f"{c}: runs {' to '.join(ses['utc'] or ['?'])} UTC; host probes: cpu {ses['cpu_probe_ms']} ms, "
+                   f"unpack {ses['unpack_probe_ms']} ms, {ses['drift_from_up']} x the lab's up probe")
     typer.echo(f"order: over {pooled['pairs']} pairs the run that went first measured "
                f"{pooled['pairs_first_over_second_median']:.3f}x the second (median) and was the slower in "
                f"{pooled['pairs_first_slower']}")

@@ -116,37 +116,74 @@ def aa_calibration(config: ExperimentConfig, out: Path, confirmations: int, pair
     return summarize_aa(config, results, out)
 
 
-def summarize_aa(config: ExperimentConfig, results: list[dict[str, Any]], out: Path) -> dict[str, Any]:
-    """The calibration's figures from its confirmations (also what a resumed calibration rereads)."""
-    d = np.concatenate([100.0 * (np.asarray(r["reference_samples"]) - np.asarray(r["samples"]))
-                        / np.asarray(r["reference_samples"]) for r in results]) if results else np.array([])
+def aa_figures(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of a set of A/A confirmations: what ``aa.json`` and the pooled report both give."""
+    if not rs:
+        return {"confirmations": 0}
+    ref = [np.asarray(r["reference_samples"]) for r in rs]
+    cand = [np.asarray(r["samples"]) for r in rs]
+    d = np.concatenate([100.0 * (a - b) / a for a, b in zip(ref, cand, strict=True)])
     sd = float(np.std(d, ddof=1)) if d.size >= 2 else None
-    pairs = results[0]["pairs_planned"] if results else 0
+    pairs = int(np.median([r["pairs_planned"] for r in rs]))
+    same_seed_cv = [abs(a - b) / np.sqrt(2) / ((a + b) / 2) for x, y in zip(ref, cand, strict=True)
+                    for a, b in zip(x, y, strict=True)]
+    within = [float(np.std(x, ddof=1) / np.mean(x)) for x in ref if x.size >= 2]
+    runs = int(sum(r["runs_attempted"] for r in rs))
+    voids = int(sum(len(r["voided"]) for r in rs))
+    first = [_first_run_ratio(r) for r in rs]
+    false_impr = int(sum(r["verdict"] == IMPROVEMENT for r in rs))
+    return {
+        "confirmations": len(rs), "pairs": pairs,
+        "false_improvements": false_impr, "false_confirmation_rate": false_impr / len(rs),
+        "false_improvements_shipped": int(sum(r.get("shipped_verdict", r["verdict"]) == IMPROVEMENT for r in rs)),
+        "false_regressions": int(sum(r["verdict"] == REGRESSION for r in rs)),
+        "paired_sd_pct": sd, "mde_pct": mde_pct(sd, pairs),
+        "pairs_for_mde_15": pairs_for_mde(sd, MDE_TARGET_PCT) if sd else None,
+        "same_seed_cv_median": float(np.median(same_seed_cv)) if same_seed_cv else None,
+        "reference_cv_within": within,
+        "reference_cv_within_confirmation_median": float(np.median(within)) if within else None,
+        "first_run_over_partner_median": float(np.median(first)), "first_run_over_partner": first,
+        "runs_attempted": runs, "voids": voids, "void_rate": round(voids / runs, 4) if runs else None,
+        "voids_by_arm": {arm: int(sum(r["voids_by_arm"][arm] for r in rs)) for arm in ("ref", "cand")},
+    }
+
+
+def summarize_aa(config: ExperimentConfig, results: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """The calibration's figures from its confirmations, written to ``aa.json``."""
     refs = np.concatenate([r["reference_samples"] for r in results]) if results else np.array([])
-    runs = int(sum(r["runs_attempted"] for r in results))
-    voids = int(sum(len(r["voided"]) for r in results))
     summary = {
         "cluster": config.cluster, "workload": config.workload, "backend": config.backend, "runtime": config.runtime,
-        "platform": str(config.platform), "metric": config.metric, "confirmations": len(results), "pairs": pairs,
-        "false_improvements": sum(r["verdict"] == IMPROVEMENT for r in results),
-        "false_regressions": sum(r["verdict"] == REGRESSION for r in results),
-        "false_improvements_shipped": sum(r["shipped_verdict"] == IMPROVEMENT for r in results),
-        "false_confirmation_rate": (sum(r["verdict"] == IMPROVEMENT for r in results) / len(results)) if results else None,
-        "paired_sd_pct": sd,
-        "mde_pct": mde_pct(sd, pairs),
-        "pairs_for_mde_15": pairs_for_mde(sd, MDE_TARGET_PCT) if sd else None,
+        "platform": str(config.platform), "metric": config.metric, **aa_figures(results),
         "reference_cv": float(np.std(refs, ddof=1) / np.mean(refs)) if refs.size >= 2 else None,
-        "reference_cv_within": [float(np.std(r["reference_samples"], ddof=1) / np.mean(r["reference_samples"]))
-                                for r in results if len(r["reference_samples"]) >= 2],
-        "runs_attempted": runs, "voids": voids, "void_rate": round(voids / runs, 4) if runs else None,
-        "voids_by_arm": {arm: int(sum(r["voids_by_arm"][arm] for r in results)) for arm in ("ref", "cand")},
         "intervals": [[r["improvement_pct"], r["ci_low"], r["ci_high"], r["verdict"], r["shipped_verdict"]] for r in results],
     }
     write_atomic(Path(out) / "aa.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
 
+def session_of(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """When the confirmations' runs ran and what the host probes said meanwhile (each run's
+    ``summary.host``): a figure is read against the session and host it came from."""
+    cpu, unpack, drift, at = [], [], [], []
+    for r in rs:
+        for run in sorted(Path(r["dir"]).glob("*-[0-9]*/summary.json")):
+            if ".void-" in run.parent.name:
+                continue
+            host = json.loads(run.read_text(encoding="utf-8")).get("host") or {}
+            probe = host.get("probe") or {}
+            if probe.get("cpu_ms"):
+                cpu.append(probe["cpu_ms"])
+                at.append(probe["at"])
+            if probe.get("unpack_ms"):
+                unpack.append(probe["unpack_ms"])
+            drift += list((host.get("drift") or {}).values())
+    span = [time.strftime("%Y-%m-%d %H:%M", time.gmtime(t)) for t in (min(at), max(at))] if at else None
 
+    def rng(v: list[float]) -> list[float] | None:
+        return [round(min(v), 1), round(max(v), 1)] if v else None
+
+    return {"utc": span, "cpu_probe_ms": rng(cpu), "unpack_probe_ms": rng(unpack),
+            "drift_from_up": [round(min(drift), 3), round(max(drift), 3)] if drift else None}
 
 
 def read_confirmations(root: Path) -> dict[str, list[dict[str, Any]]]:
@@ -184,35 +221,11 @@ def _first_over_second(r: dict[str, Any]) -> list[float]:
 
 
 def pool_aa(root: Path) -> dict[str, Any]:
-    """The A/A calibrations under ``root`` pooled per cluster: what each figure of
-    docs/results/containers/repeatable.md is computed from (``scoretune calibrate --aa --report``)."""
+    """The A/A calibrations under ``root`` pooled per cluster, with the session and host probes
+    each cluster's figures come from: what docs/results/containers/repeatable.md is computed from
+    (``scoretune calibrate --aa --report``)."""
     by_cluster = read_confirmations(root)
-    rows = {}
-    for cluster, rs in sorted(by_cluster.items()):
-        d = np.concatenate([100.0 * (np.asarray(r["reference_samples"]) - np.asarray(r["samples"]))
-                            / np.asarray(r["reference_samples"]) for r in rs])
-        sd = float(np.std(d, ddof=1)) if d.size >= 2 else None
-        pairs = int(np.median([r["pairs_planned"] for r in rs]))
-        same_seed_cv = [abs(a - b) / np.sqrt(2) / ((a + b) / 2) for r in rs
-                        for a, b in zip(r["reference_samples"], r["samples"], strict=True)]
-        per_conf_cv = [float(np.std(r["reference_samples"], ddof=1) / np.mean(r["reference_samples"]))
-                       for r in rs if len(r["reference_samples"]) >= 2]
-        runs = int(sum(r["runs_attempted"] for r in rs))
-        voids = int(sum(len(r["voided"]) for r in rs))
-        first = [_first_run_ratio(r) for r in rs]
-        rows[cluster] = {
-            "confirmations": len(rs), "pairs": pairs,
-            "false_improvements": int(sum(r["verdict"] == IMPROVEMENT for r in rs)),
-            "false_improvements_shipped": int(sum(r.get("shipped_verdict", r["verdict"]) == IMPROVEMENT for r in rs)),
-            "false_regressions": int(sum(r["verdict"] == REGRESSION for r in rs)),
-            "paired_sd_pct": sd, "mde_pct": mde_pct(sd, pairs),
-            "pairs_for_mde_15": pairs_for_mde(sd, MDE_TARGET_PCT) if sd else None,
-            "same_seed_cv_median": float(np.median(same_seed_cv)) if same_seed_cv else None,
-            "reference_cv_within_confirmation_median": float(np.median(per_conf_cv)) if per_conf_cv else None,
-            "first_run_over_partner_median": float(np.median(first)), "first_run_over_partner": first,
-            "runs_attempted": runs, "voids": voids, "void_rate": round(voids / runs, 4) if runs else None,
-            "voids_by_arm": {arm: int(sum(r["voids_by_arm"][arm] for r in rs)) for arm in ("ref", "cand")},
-        }
+    rows = {cluster: {**aa_figures(rs), "session": session_of(rs)} for cluster, rs in sorted(by_cluster.items())}
     total = sum(r["confirmations"] for r in rows.values())
     order = [_first_over_second(r) for rs in by_cluster.values() for r in rs]
     ratios = [x for o in order for x in o]
@@ -221,4 +234,4 @@ def pool_aa(root: Path) -> dict[str, Any]:
             "pairs_first_slower": int(sum(x > 1 for x in ratios)), "pairs": len(ratios),
             "false_improvements": sum(r["false_improvements"] for r in rows.values()),
             "false_improvements_shipped": sum(r["false_improvements_shipped"] for r in rows.values())}
-__all__ = ["MDE_TARGET_PCT", "aa_calibration", "futility_verdict", "pool_aa", "read_confirmations", "reconfirm", "summarize_aa"]
+__all__ = ["MDE_TARGET_PCT", "aa_calibration", "aa_figures", "session_of", "futility_verdict", "pool_aa", "read_confirmations", "reconfirm", "summarize_aa"]

@@ -20,7 +20,7 @@ from loadgen.results import RunResult, placements_table, write_run
 from loadgen.workload import Workload
 from testbed.cluster import ClusterSpec, load_cluster
 from testbed.errors import InputError, TestbedError
-from testbed.local import host
+from testbed.local import cpu, host
 from testbed.local import lab as labmod
 from testbed.local.state import LabState
 from testbed.platforms import platform_entry
@@ -181,10 +181,8 @@ class LocalBackend:
             "arrivals": workload.metadata.get("arrivals_redrawn"),
         }
         before = host.sample()
-        from testbed.local.lab import harness_setup
-
         result = replay(workload, self.handle.target, out_dir, timeout_s=self.timeout_s, info=info,
-                        child_setup=harness_setup(self._harness), start_epoch=started)
+                        child_setup=cpu.entering(self._harness), start_epoch=started)
         during = host.between(before, host.sample())
         t0 = (result.summary.get("replay") or {}).get("start_epoch") or started
         failed, failure = result.failed, result.summary.get("failure")

@@ -28,6 +28,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -287,6 +288,14 @@ def enter(path: str | Path) -> None:
     """Move the calling process into the cgroup ``path`` (a ``preexec_fn`` for the harness's
     children: they start inside it, so nothing they fork runs outside it)."""
     Path(path, "cgroup.procs").write_text(f"{os.getpid()}\n")
+
+
+def entering(group: str | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that starts a child inside ``group`` (None: nothing to do); the harness's
+    children use it, since niceness orders nothing across autogroup sessions."""
+    if group is None:
+        return None
+    return lambda: enter(group)
 
 
 def leave(tree: str | Path) -> None:

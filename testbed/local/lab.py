@@ -149,15 +149,6 @@ def harness_group(state: LabState) -> str | None:
     return (lab.get("cpu") or {}).get("harness")
 
 
-def harness_setup(group: str | None) -> Any:
-    """A ``preexec_fn`` that starts a child inside the harness group (None: nothing to do).
-    Niceness would not do: with autogroup on, each session is its own scheduling group and nice
-    orders nothing between them (measurement.md, "harness outranks the cluster")."""
-    if group is None:
-        return None
-    return lambda: cpu.enter(group)
-
-
 def _spawn(state: LabState, role: str, name: str, args: list[str]) -> Any:
     logf = open(state.log_path(name), "ab")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -171,7 +162,7 @@ def _spawn(state: LabState, role: str, name: str, args: list[str]) -> Any:
         close_fds=True,
         env=env,
         cwd=str(REPO_ROOT),
-        preexec_fn=harness_setup(harness_group(state)),
+        preexec_fn=cpu.entering(harness_group(state)),
     )
     logf.close()
     rec = record_for(role, name.removeprefix(f"{role}-"), proc.pid)

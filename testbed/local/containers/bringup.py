@@ -49,7 +49,7 @@ def bring_up(spec: ClusterSpec, state: LabState, lab_id: str, hardware: dict[str
     harness = ((state.read_lab() or {}).get("cpu") or {}).get("harness")
     proc = subprocess.Popen(registry.command(net, config), stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                             start_new_session=True, close_fds=True,
-                            preexec_fn=(lambda: cpu.enter(harness)) if harness else None)
+                            preexec_fn=cpu.entering(harness))
     logf.close()
     state.add_proc(record_for("registry", "registry", proc.pid))
     registry.wait_ready(net, alive=lambda: proc.poll() is None)

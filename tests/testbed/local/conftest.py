@@ -51,3 +51,22 @@ def small_workload():
         return make_workload(t, [functions[i % len(functions)] for i in range(n)], metadata={"name": "test"})
 
     return make
+
+
+@pytest.fixture
+def cgroup_limiter():
+    """A CgroupLimiter under a lab group of its own (skips where no cgroup is writable); the
+    groups are removed after the test, and the test's own assertions can check that."""
+    import os
+
+    from testbed.local import cpu
+
+    mode = cpu.detect()
+    if mode.mode == "duty-cycle":
+        pytest.skip(f"no writable cgroup here: {mode.reason}")
+    group = f"scoretune-test-{os.getpid()}"
+    root = cpu.CgroupLimiter.make_lab_group(mode, group)
+    limiter = cpu.CgroupLimiter(mode, group)
+    yield limiter
+    limiter.close()
+    cpu.remove_cgroup(root)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -92,17 +91,12 @@ def _cpu_seconds(proc: subprocess.Popen) -> float:
     return sum(psutil.Process(proc.pid).cpu_times()[:2])
 
 
-def test_nodes_under_contention_split_the_cpu_in_proportion_to_their_quotas():
+def test_nodes_under_contention_split_the_cpu_in_proportion_to_their_quotas(cgroup_limiter):
     """Two nodes of 1500m and 500m (quotas above what they get, so only the weight decides), one
     spinner each, both pinned to one core: they get about 3:1 of it. Without a weight per group
     (the lab before this change) they got 1:1, and a 0.5-core node was as fast as a 1.5-core one
     whenever the host was busy (planted: the ratio was 1.0 with cpu.shares left at its default)."""
-    mode = cpu.detect()
-    if mode.mode == "duty-cycle":
-        pytest.skip(f"no writable cgroup here: {mode.reason}")
-    group = f"scoretune-test-shares-{os.getpid()}"
-    root = cpu.CgroupLimiter.make_lab_group(mode, group)
-    limiter = cpu.CgroupLimiter(mode, group)
+    limiter = cgroup_limiter
     procs = [_pinned_spinner(), _pinned_spinner()]
     try:
         big, small = limiter.create("big", 1500), limiter.create("small", 500)
@@ -117,8 +111,6 @@ def test_nodes_under_contention_split_the_cpu_in_proportion_to_their_quotas():
         for p in procs:
             p.kill()
             p.wait()
-        limiter.close()
-        cpu.remove_cgroup(root)
 
 
 def test_weights_are_proportional_to_millicores_in_both_hierarchies():

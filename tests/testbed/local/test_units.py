@@ -131,13 +131,8 @@ def test_duty_cycle_node_budget_is_shared_by_its_instances():
             p.wait()
 
 
-def test_cgroup_quota_limits_a_busy_process(tmp_path):
-    mode = cpu.detect()
-    if mode.mode == "duty-cycle":
-        pytest.skip(f"no writable cgroup here: {mode.reason}")
-    group_name = f"scoretune-test-{os.getpid()}"
-    root = cpu.CgroupLimiter.make_lab_group(mode, group_name)
-    limiter = cpu.CgroupLimiter(mode, group_name)
+def test_cgroup_quota_limits_a_busy_process(cgroup_limiter):
+    limiter = cgroup_limiter
     proc = _spinner()
     try:
         node = limiter.create("node", 1000)
@@ -149,8 +144,8 @@ def test_cgroup_quota_limits_a_busy_process(tmp_path):
         proc.kill()
         proc.wait()
         limiter.close()
-        cpu.remove_cgroup(root)
-    assert not root.exists()
+        cpu.remove_cgroup(limiter.root)
+    assert not limiter.root.exists()
 
 
 # --- routing ------------------------------------------------------------------------------
