@@ -210,19 +210,29 @@ def test_the_aa_report_pools_calibrations_per_cluster(tmp_path):
 
 
 @pytest.mark.lab
-def test_calibrate_aa_on_the_process_lab_measures_the_protocol_and_leaves_nothing(tmp_path):
+def test_calibrate_aa_on_the_process_lab_measures_the_protocol_and_leaves_nothing(tmp_path, monkeypatch):
     """One A/A confirmation of two pairs on the process lab, end to end: every run through the
     experiment's attempt (the host probe, the scaled lab, the seed's arrivals), aa.json written,
-    no lab process left."""
+    no lab process left. The lab's state directory is put under ``tmp_path`` so that only this
+    lab's agents are counted (another test's lab may be up beside it under xdist)."""
+    import tempfile
+
     import psutil
     from typer.testing import CliRunner
 
     from agent.cli import app
 
-    def agents() -> set[int]:
-        return {p.pid for p in psutil.process_iter(["cmdline"]) if "testbed.local.node_agent" in (p.info["cmdline"] or [])}
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(labs))
+    made: list[str] = []
+    mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: made.append(mkdtemp(*a, **k)) or made[-1])
 
-    before = agents()
+    def agents() -> set[int]:
+        return {p.pid for p in psutil.process_iter(["cmdline"])
+                if "testbed.local.node_agent" in (cmd := p.info["cmdline"] or []) and any(str(labs) in a for a in cmd)}
+
     out = tmp_path / "aa"
     result = CliRunner().invoke(app, ["calibrate", "--aa", "--cluster", "lab-small", "--duration", "4",
                                       "--confirmations", "1", "--pairs", "2", "-o", str(out)])
@@ -234,4 +244,5 @@ def test_calibrate_aa_on_the_process_lab_measures_the_protocol_and_leaves_nothin
     s = json.loads((out / "aa-00" / "ref-0" / "summary.json").read_text())
     assert s["arrivals"]["seed"] == 1001 and s["host"]["probe"]["cpu_ms"] > 0 and "lab_scale" in s
     assert json.loads((out / "host.json").read_text())["probe"]["cpu_ms"] > 0
-    assert agents() <= before  # the lab it started is down
+    assert any(Path(d).name.startswith("scoretune-local-") for d in made)  # its lab was under tmp_path
+    assert not agents()  # the lab it started is down
