@@ -173,3 +173,44 @@ def pairs_for_mde(sd: float, target_pct: float, *, most: int = 100, level: float
         if m is not None and m <= target_pct:
             return n
     return None
+
+
+def stein_pairs(first: Sequence[float], target: float, *, most: int, level: float = 0.95,
+                power: float = 0.8) -> tuple[int, int]:
+    """Stein's two-stage sample size (Stein, "A two-sample test for a linear hypothesis whose
+    power is independent of the variance", Ann. Math. Stat. 1945): from a first stage of ``n0``
+    paired differences with standard deviation ``s0``, the total ``N = max(n0, ceil(((t_{1-a/2}
+    + t_power) s0 / target)^2))`` with both t quantiles at ``n0 - 1`` degrees of freedom, so that
+    :func:`stein_interval` over all ``N`` detects ``target`` with probability ``power`` whatever
+    the true spread. Returns ``(N capped at most, N uncapped)``: the cap keeps the interval exact
+    (it is a function of ``s0`` alone), it only loses power, which :func:`stein_mde` then states."""
+    d = np.asarray(first, dtype=np.float64)
+    n0 = int(d.size)
+    if n0 < 2:
+        raise ValueError(f"a first stage needs at least two differences, got {n0}")
+    s0 = float(d.std(ddof=1))
+    crit = float(stats.t.ppf(0.5 + level / 2.0, n0 - 1)) + float(stats.t.ppf(power, n0 - 1))
+    need = n0 if s0 == 0.0 else max(n0, math.ceil((crit * s0 / float(target)) ** 2))
+    return min(need, max(int(most), n0)), need
+
+
+def stein_interval(differences: Sequence[float], n0: int, level: float = 0.95) -> Interval:
+    """The second-stage interval of Stein's design: the mean of all ``N`` differences, its half
+    width ``t_{1-a/2, n0-1} s0 / sqrt(N)`` with ``s0`` the first ``n0`` differences' deviation.
+    Exact for normal differences because ``N`` depends on the data only through ``s0``, which is
+    independent of every difference's mean; the later differences' spread is deliberately unused."""
+    d = np.asarray(differences, dtype=np.float64)
+    if not 2 <= n0 <= d.size:
+        raise ValueError(f"a first stage of {n0} among {d.size} differences")
+    s0 = float(d[:n0].std(ddof=1))
+    mean = float(d.mean())
+    half = float(stats.t.ppf(0.5 + level / 2.0, n0 - 1)) * s0 / math.sqrt(d.size)
+    return Interval(mean, mean - half, mean + half, int(d.size), level)
+
+
+def stein_mde(s0: float, n0: int, n: int, level: float = 0.95, power: float = 0.8) -> float:
+    """The minimum detectable effect of :func:`stein_interval` over ``n`` differences after a first
+    stage of ``n0`` with deviation ``s0`` (the same formula as :func:`mde_pct`, at ``n0 - 1``
+    degrees of freedom)."""
+    crit = float(stats.t.ppf(0.5 + level / 2.0, n0 - 1)) + float(stats.t.ppf(power, n0 - 1))
+    return crit * float(s0) / math.sqrt(n)

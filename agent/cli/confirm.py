@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from agent.cli.render import console
+from agent.cli.render import console, design_line
 from agent.errors import AgentError
 
 
@@ -22,7 +22,10 @@ def _fmt(x: float | None, unit: str = " %") -> str:
 
 def confirm_cmd(
     experiment: Path = typer.Argument(..., help="A finished experiment's directory (`tune --out`)."),
-    pairs: int = typer.Option(8, "--pairs", min=2, max=100, help="Randomized interleaved reference/profile pairs."),
+    pairs: int = typer.Option(24, "--pairs", min=2, max=100, help="Randomized interleaved reference/profile pairs "
+                              "(with --mde, at most this many)."),
+    mde: float = typer.Option(15.0, "--mde", help="Choose the pairs from the measured noise (Stein's two stages: 6 "
+                              "pairs, then as many as an improvement of this many percent needs); 0: exactly --pairs."),
     seed: int | None = typer.Option(None, "--seed", min=0, help="Seed of the pairs' arrival draws and orders "
                                     "(default: the experiment's seed + 5000, unlike its own confirmation's)."),
 ) -> None:
@@ -33,11 +36,22 @@ def confirm_cmd(
 
     if not experiment.is_dir():
         raise AgentError(f"{experiment}: not an experiment directory")
-    r = reconfirm(experiment, pairs, seed=seed)
+    r = reconfirm(experiment, pairs, seed=seed, mde_target=_mde(mde))
     c = console
     c.print(f"{r['label']}: {r['improvement_pct']:+.1f} % [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] over "
             f"{r['pairs']} pairs -> {r['verdict']} (minimum detectable effect {_fmt(r['mde_pct'], ' pct')}; "
             f"first verdict: {r['first_verdict']}; voids {r['voids_by_arm']})")
+    if r["design"]["kind"] == "two-stage":
+        c.print(design_line(r["design"]))
+
+
+def _mde(value: float) -> float | None:
+    """``--mde``: a finite percentage in [0, 1000], 0 meaning a fixed number of pairs."""
+    import math
+
+    if not math.isfinite(value) or not 0.0 <= value <= 1000.0:
+        raise AgentError(f"--mde must be a percentage in [0, 1000] (0: exactly --pairs pairs), got {value}")
+    return value or None
 
 
 AA_PARAMS = [
@@ -50,6 +64,9 @@ AA_PARAMS = [
         6, "--confirmations", min=1, max=200, help="--aa: how many A/A confirmations.")),
     inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
         8, "--pairs", min=2, max=100, help="--aa: pairs per confirmation.")),
+    inspect.Parameter("mde", inspect.Parameter.KEYWORD_ONLY, annotation=float, default=typer.Option(
+        0.0, "--mde", help="--aa: each confirmation as Stein's two-stage design for this improvement in percent "
+        "(--pairs at most), to measure that design's error rate; 0: exactly --pairs pairs.")),
     inspect.Parameter("report", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None, default=typer.Option(
         None, "--report", help="--aa: no lab runs: pool every A/A calibration under this folder per cluster, print "
         "the table and write DIR/aa-pooled.json.")),
@@ -112,6 +129,7 @@ def _aa(kwargs: dict[str, Any], aa: dict[str, Any]) -> None:
     if aa["report"] is not None:
         _aa_report(Path(aa["report"]))
         return
+    mde_target = _mde(aa["mde"])
 
     out = kwargs["out"]
     out = Path("runs/calibration/aa") if str(out) == "runs/calibration/lab-small.yaml" else Path(out)
@@ -132,9 +150,9 @@ def _aa(kwargs: dict[str, Any], aa: dict[str, Any]) -> None:
     def progress(i: int, r: dict[str, Any]) -> None:
         c.print(f"A/A {i + 1}/{aa['confirmations']}: {r['improvement_pct']:+.1f} % [{_fmt(r['ci_low'])}, "
                 f"{_fmt(r['ci_high'])}] -> {r['verdict']} (shipped: {r['shipped_verdict']}; sd {_fmt(r['sd_pct'], ' pct')}, "
-                f"voids {r['voids_by_arm']})")
+                f"voids {r['voids_by_arm']}, {r['pairs']} pairs)")
 
-    s = aa_calibration(config, out, aa["confirmations"], aa["pairs"], progress=progress)
+    s = aa_calibration(config, out, aa["confirmations"], aa["pairs"], progress=progress, mde_target=mde_target)
     c.print(f"{s['confirmations']} A/A confirmations of {s['pairs']} pairs on {s['cluster']} ({s['runtime']}): "
             f"false improvements {s['false_improvements']} (shipped protocol {s['false_improvements_shipped']}), "
             f"false regressions {s['false_regressions']}; paired sd {_fmt(s['paired_sd_pct'], ' pct')}, minimum detectable "

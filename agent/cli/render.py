@@ -73,9 +73,21 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
         f"[bold]Improvement over the default weights: {headline} — {summary['verdict']}; "
         f"applied step {summary['applied_step']}, exported {out / 'best-scheduler-config.yaml'}"
     )
+    if conf.get("mde_pct") is not None:
+        console.print(f"the confirmation's minimum detectable effect: {conf['mde_pct']:.1f} % over {len(conf.get('samples', []))} "
+                      f"pairs (paired sd {conf['sd_pct']:.1f} %)")
+    if (conf.get("design") or {}).get("kind") == "two-stage":
+        console.print(design_line(conf["design"]))
     seconds = summary.get("seconds") or {}
     if seconds:
         console.print("time: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()))
+
+
+def design_line(d: dict[str, Any]) -> str:
+    """How a two-stage confirmation chose its pairs, in one line."""
+    capped = f", capped at {d['cap']}" if d["pairs_needed"] > d["cap"] else ""
+    return (f"pairs chosen from the noise: the first {d['first_stage']} differed by sd {d['first_stage_sd_pct']:.1f} %, "
+            f"so a {d['mde_target_pct']:g} % effect needs {d['pairs_needed']} pairs{capped}; ran {d['pairs']}")
 
 
 def terminal_table(table: Any, best_baseline: str | None, *, exact: bool = True) -> Table:

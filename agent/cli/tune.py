@@ -20,7 +20,7 @@ from testbed.platforms import DEFAULT_PLATFORM, Platform
 _RESUME_OPTIONS = {
     "backend": "--backend", "cluster": "--cluster", "workload": "--workload", "policy": "--policy",
     "method": "--method", "steps": "--steps", "metric": "--metric", "repeats": "--repeats", "seed": "--seed",
-    "max_reruns": "--max-reruns", "confirm": "--confirm", "max_dispatch_lag_p99_s": "--max-dispatch-lag-s",
+    "max_reruns": "--max-reruns", "confirm": "--confirm", "confirm_mde": "--confirm-mde", "max_dispatch_lag_p99_s": "--max-dispatch-lag-s",
     "max_late_share": "--max-late-share", "kubeconfig": "--kubeconfig", "context": "--context",
     "namespace": "--namespace", "ingress_url": "--ingress-url", "cold_nodes": "--cold-nodes",
     "remote_workers": "--remote-workers", "master_bind_host": "--master-bind-host", "master_port": "--master-port",
@@ -59,7 +59,7 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
     for name in ("backend", "metric", "method", "platform", "runtime", "host_fit"):
         if name in given:
             overrides[name] = str(values[name])
-    for name in ("steps", "repeats", "seed", "max_reruns", "fault_wait_s", "host_drift"):
+    for name in ("steps", "repeats", "seed", "max_reruns", "fault_wait_s", "host_drift", "confirm_mde"):
         if name in given:
             overrides[name] = values[name]
     if "confirm" in given and values["confirm"] >= 0:
@@ -90,7 +90,10 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
         if stored.backend != "kube":
             refuse(_RESUME_OPTIONS[next(iter(kube))], f"backend {stored.backend}", next(iter(kube.values())))
         overrides["backend_options"] = {**dataclasses.asdict(KubeOptions(**stored.backend_options)), **kube}
-    config = dataclasses.replace(stored, **overrides)
+    try:
+        config = dataclasses.replace(stored, **overrides)
+    except AgentError as err:
+        raise AgentError(as_option(str(err))) from None
     recorded = len(read_log(resume)) - 1
     for name, was, now in resume_conflicts(stored, config, recorded_steps=recorded):
         if name == "health":
@@ -135,6 +138,9 @@ class TuneArgs:
     max_reruns: int = opt("Reruns of a void run (unhealthy load generator) before giving up.", 3, min=0, max=100)
     confirm: int = opt("Measured backends: rerun the best profile N times paired with the reference before "
                         "applying it (-1: the preset's, 3 with --embedded-default, else 0).", -1, min=-1, max=100)
+    confirm_mde: float = opt("Measured backends: choose the confirmation's pairs from the measured noise (Stein's "
+                             "two stages: 6 pairs, then as many as their spread says this improvement in percent "
+                             "needs, --confirm at most); 0: exactly --confirm pairs.", 0.0, callback=finite(0.0, 1000.0))
     max_dispatch_lag_s: float = opt("Void a run whose p99 dispatch lag exceeds this (s).", 0.5,
                                      callback=finite(0.0, 3600.0, low_open=True))
     max_late_share: float = opt("Void a run with a larger share of late dispatches (0..1).", 0.05,
@@ -199,10 +205,7 @@ met issue 34's lab targets (docs/results/twin/README.md, "The lab table")."""
 def tune_config(args: TuneArgs, given: set[str]) -> Any:
     """A new experiment's :class:`agent.loop.config.ExperimentConfig` from the options (``given``: the
     ones typed on the command line), every contradiction an :class:`AgentError` naming the option."""
-    from agent.loop.backends import KubeOptions
-    from agent.loop.config import ExperimentConfig
     from agent.rl.artefacts import policy_method
-    from agent.stats import HealthBounds
 
     if args.embedded_default:
         args = EMBEDDED_DEFAULT.apply(args, given)
@@ -216,10 +219,30 @@ def tune_config(args: TuneArgs, given: set[str]) -> Any:
                          else f"{policy}: not a file (--policy names a policy zip)")
     if policy is not None and not method:
         method = policy_method(Path(policy))  # the policy's own act mode (mean or sample)
+    try:
+        return _config(args, method, policy)
+    except AgentError as err:
+        raise AgentError(as_option(str(err))) from None
+
+
+def as_option(message: str) -> str:
+    """A config error ("host_drift must be ...") as the option that set the field ("--host-drift
+    must be ..."): the user typed options, not config fields."""
+    name = message.split(" ", 1)[0]
+    return _RESUME_OPTIONS[name] + message[len(name):] if name in _RESUME_OPTIONS else message
+
+
+def _config(args: TuneArgs, method: str | None, policy: Path | None) -> Any:
+    """The :class:`agent.loop.config.ExperimentConfig` the options make (its checks raise)."""
+    from agent.loop.backends import KubeOptions
+    from agent.loop.config import ExperimentConfig
+    from agent.stats import HealthBounds
+
     return ExperimentConfig(
         method=method or "policy", backend=args.backend, cluster=args.cluster, workload=args.workload,
         steps=args.steps, metric=args.metric, repeats=args.repeats, seed=args.seed,
         policy=str(policy) if policy else None, max_reruns=args.max_reruns, confirm=max(args.confirm, 0),
+        confirm_mde=args.confirm_mde,
         fault_wait_s=args.fault_wait_s, platform=args.platform, runtime=args.runtime,
         host_fit=args.host_fit, host_drift=args.host_drift,
         health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),
@@ -273,7 +296,8 @@ def _run_experiment(session: Any, *, resume: bool) -> None:
     task = progress.add_task("step 0", total=config.steps + 1)
 
     def on_start(step: int, setting: Any) -> None:
-        what = f"step {step}" if step <= config.steps else f"confirmation {step - config.steps}/{config.confirm}"
+        most = f"at most {config.confirm}" if config.confirm_mde else str(config.confirm)
+        what = f"step {step}" if step <= config.steps else f"confirmation pair {step - config.steps} of {most}"
         progress.update(task, description=what)
 
     def on_step(record: Any, records: list[Any]) -> None:

@@ -165,6 +165,44 @@ def experiment_row(directory: Path) -> dict[str, Any]:
     }
 
 
+def experiment_starts(directory: Path, best_step: int) -> dict[str, float | None]:
+    """What SeBS reports beside the tuned metric, for the reference and the best profile: the
+    share of requests that met a cold start and the median cold and warm latency
+    (``summary.by_start``), each the median over the experiment's confirmation runs of that arm,
+    or over the step's own runs where nothing was confirmed. None where the runs predate
+    ``by_start`` or had no such request."""
+    import re
+
+    def scored(folder: Path, arm: str) -> list[Path]:  # not the runs kept aside as void (arm-R.void-K)
+        return sorted(p / "summary.json" for p in folder.glob(f"{arm}-*")
+                      if re.fullmatch(rf"{arm}-\d+", p.name) and (p / "summary.json").is_file())
+
+    runs = directory / "runs"
+    arms = {"ref": scored(runs / "confirm", "ref"), "cand": scored(runs / "confirm", "cand")}
+    if not arms["cand"]:
+        arms = {"ref": scored(runs / "step-000", "cand"), "cand": scored(runs / f"step-{best_step:03d}", "cand")}
+    out: dict[str, float | None] = {}
+    for arm, paths in arms.items():
+        starts = []
+        for path in paths:
+            try:
+                b = json.loads(path.read_text(encoding="utf-8")).get("by_start")
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise InputError(f"not a run summary ({type(err).__name__})", file=path) from None
+            if isinstance(b, dict) and "cold" in b and "warm" in b:
+                starts.append(b)
+
+        def med(values: list[Any]) -> float | None:
+            v = [float(x) for x in values if x is not None]
+            return float(np.median(v)) if v else None
+
+        total = [b["cold"]["count"] + b["warm"]["count"] for b in starts]
+        out[f"{arm}_cold_share"] = med([b["cold"]["count"] / t for b, t in zip(starts, total, strict=True) if t])
+        out[f"{arm}_cold_p50_s"] = med([b["cold"]["p50_s"] for b in starts])
+        out[f"{arm}_warm_p50_s"] = med([b["warm"]["p50_s"] for b in starts])
+    return out
+
+
 def experiment_curve(directory: Path) -> list[float]:
     """The improvement (%) each step after the reference measured, in order (a voided run is rerun
     within its step, so every step has one)."""
@@ -195,7 +233,8 @@ def collect(out: Path, scenarios: Sequence[str], methods: Sequence[str], seeds: 
                 d = experiment_dir(out, scenario, method, seed)
                 if not (d / "summary.json").exists():
                     raise AgentError(f"{d}: not finished; run `scoretune lab-table` without --report-only first")
-                rows.append({**experiment_row(d), "scenario": scenario, "method": method,
+                row = experiment_row(d)
+                rows.append({**row, **experiment_starts(d, row["best_step"]), "scenario": scenario, "method": method,
                              "curve": experiment_curve(d)})
     return pd.DataFrame(rows)
 
@@ -285,6 +324,28 @@ def budget_markdown(frame: pd.DataFrame, baseline: str = "gp", budgets: Sequence
     return "\n".join(lines) + "\n"
 
 
+def starts_markdown(frame: pd.DataFrame) -> str:
+    """Per scenario and method, SeBS's figures of the reference and of the best profile (medians
+    over experiments of :func:`experiment_starts`): a gain in the mean is read with whether it came
+    from fewer cold starts or from faster warm requests."""
+    def cell(g: pd.DataFrame, col: str, pct: bool = False) -> str:
+        v = [float(x) for x in g[col] if x is not None and np.isfinite(x)] if col in g else []
+        if not v:
+            return "–"
+        m = float(np.median(v))
+        return f"{100 * m:.0f} %" if pct else f"{m:.2f}"
+
+    lines = ["| scenario | method | cold share ref | cold share best | cold p50 ref (s) | cold p50 best (s) | "
+             "warm p50 ref (s) | warm p50 best (s) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for (scenario, method), g in frame.groupby(["scenario", "method"], sort=False):
+        lines.append(f"| {md_cell(str(scenario))} | {md_cell(str(method))} | {cell(g, 'ref_cold_share', True)} | "
+                     f"{cell(g, 'cand_cold_share', True)} | {cell(g, 'ref_cold_p50_s')} | {cell(g, 'cand_cold_p50_s')} | "
+                     f"{cell(g, 'ref_warm_p50_s')} | {cell(g, 'cand_warm_p50_s')} |")
+    return ("\n".join(lines) + "\n\nMedians over experiments; each experiment's figure is the median over its "
+            "confirmation runs of that arm (or its step's runs where nothing was confirmed). Cold: requests that met a "
+            "cold start (SeBS measures them apart).\n")
+
+
 def write_report(out: Path, frame: pd.DataFrame, shipped: str, config: dict[str, Any]) -> Path:
     flat = frame.copy()
     flat["pairs"] = flat["pairs"].map(json.dumps)
@@ -293,5 +354,6 @@ def write_report(out: Path, frame: pd.DataFrame, shipped: str, config: dict[str,
         write_atomic(out / "budget.md", budget_markdown(frame))
     write_atomic(out / "results.csv", flat.to_csv(index=False))
     write_atomic(out / "table.md", lab_markdown(frame, shipped))
+    write_atomic(out / "starts.md", starts_markdown(frame))
     write_atomic(out / "lab-table.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
     return out / "table.md"

@@ -56,7 +56,12 @@ class ExperimentConfig:
     health: HealthBounds = field(default_factory=HealthBounds)
     confirm: int = 0
     """After the T steps, rerun the best profile this many times, each paired with a reference run,
-    to judge it beyond the noise before applying it (measured backends, ``repeats == 1``)."""
+    to judge it beyond the noise before applying it (measured backends, ``repeats == 1``); with
+    ``confirm_mde``, at most this many."""
+    confirm_mde: float = 0.0
+    """> 0: size the confirmation from the measured noise (Stein's two stages,
+    ``agent.loop.confirmation``) so an improvement of this many percent is detectable, with at
+    most ``confirm`` pairs; 0: exactly ``confirm`` pairs."""
     fault_wait_s: float = 30.0
     """How long to wait after the lab failed to prepare a step (a node not Ready, a cache that
     would not purge, a rollout rolled back: testbed.errors.LabFault) before trying it again; at
@@ -95,6 +100,9 @@ class ExperimentConfig:
             raise AgentError(f"max_reruns must be in 0..{MAX_RERUNS}, got {self.max_reruns}")
         if not 0 <= self.confirm <= MAX_CONFIRM:
             raise AgentError(f"confirm must be in 0..{MAX_CONFIRM}, got {self.confirm}")
+        if (not isinstance(self.confirm_mde, int | float) or isinstance(self.confirm_mde, bool)
+                or not 0.0 <= self.confirm_mde <= 1000.0):
+            raise AgentError(f"confirm_mde must be a percentage in 0..1000 (0: no two-stage design), got {self.confirm_mde!r}")
         if not 0 <= self.seed <= MAX_SEED:
             raise AgentError(f"seed must be in 0..{MAX_SEED}, got {self.seed}")
         from agent.loop.backends import BACKENDS

@@ -48,9 +48,10 @@ from agent.loop.config import (
     ExperimentConfig,
     resume_conflicts,
 )
-from agent.loop.confirmation import confirm_profile
+from agent.loop.confirmation import confirm_profile, finished
 from agent.loop.hostcheck import check_host
 from agent.loop.log import StepRecord, append_record, read_log, repair_log, step_where
+from agent.loop.outcome import Outcome, Scored, Void
 from agent.loop.report import plot_tuning_curve, summary_markdown, time_spent
 from agent.metrics import mean_facts, metric_from_requests, run_facts, run_timeout_s
 from agent.provenance import provenance
@@ -131,11 +132,10 @@ class Experiment:
             write_atomic(cfg_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
     # -- one measured run ---------------------------------------------------------------------------
-    def _attempt(self, setting: WeightSetting, run_dir: Path, seed: int
-                 ) -> tuple[float, dict[str, float]] | tuple[str, str]:
-        """One attempt at a scored run: ``(metric, facts)``, or ``("void", why)`` for a run the
-        lab could not prepare (``LabFault``) or the load generator could not drive (its directory
-        is left for the caller to keep as void). A host that drifted raises :class:`HostDrift`."""
+    def attempt(self, setting: WeightSetting, run_dir: Path, seed: int) -> Outcome:
+        """One attempt at a scored run: :class:`Scored`, or a :class:`Void` for a run the lab
+        could not prepare (``LabFault``) or the load generator could not drive (its directory is
+        left for the caller to keep as void). A host that drifted raises :class:`HostDrift`."""
         profile = setting.to_profile()
         add = lambda key, t: self._seconds.__setitem__(key, self._seconds.get(key, 0.0) + t)  # noqa: E731
         if run_dir.exists():
@@ -148,7 +148,7 @@ class Experiment:
             add("prepare", time.monotonic() - t0)
             log.warning("void attempt (%s); retrying in %.0f s", err, self.config.fault_wait_s)
             time.sleep(self.config.fault_wait_s)
-            return "void", f"prepare: {err}"
+            return Void(str(err), stage="prepare")
         t1 = time.monotonic()
         # Any other ScoretuneError from the backend (a profile or cluster it cannot run:
         # ConfigError, InfeasibleClusterError) is the input's fault: it propagates at once.
@@ -159,25 +159,25 @@ class Experiment:
         reason = run_health(result.summary, self.config.health)
         if reason is None:
             metric = metric_from_requests(result.requests, self.config.metric, run_timeout_s(result.summary))
-            return metric, run_facts(result.summary)
+            return Scored(metric, run_facts(result.summary))
         if self.config.backend in DETERMINISTIC_BACKENDS:  # no load generator: a rerun fails the same way
             raise AgentError(
                 f"{run_dir}: the {self.config.backend} run cannot be scored ({reason}); it is deterministic, "
                 f"so a rerun would fail the same way: check the cluster ({self.config.cluster or 'none'}) "
                 f"and the workload ({self.config.workload})")
-        return "void", reason
+        return Void(reason)
 
     def _measure(self, setting: WeightSetting, run_dir: Path, seed: int
                  ) -> tuple[float, dict[str, float], list[dict[str, str]]]:
         """One scored run: its metric, its facts (agent.metrics.run_facts) and the void attempts."""
         voided: list[dict[str, str]] = []
         for attempt in range(self.config.max_reruns + 1):
-            got = self._attempt(setting, run_dir, seed)
-            if not isinstance(got[0], str):
-                return float(got[0]), got[1], voided  # type: ignore[return-value]
-            reason = str(got[1])
-            if reason.startswith("prepare: "):
-                voided.append({"stage": "prepare", "reason": reason.removeprefix("prepare: ")})
+            got = self.attempt(setting, run_dir, seed)
+            if isinstance(got, Scored):
+                return got.metric, got.facts, voided
+            reason = got.reason
+            if got.stage == "prepare":
+                voided.append({"stage": "prepare", "reason": reason})
                 continue
             void_dir = run_dir.with_name(f"{run_dir.name}.void-{attempt + 1}")
             shutil.rmtree(void_dir, ignore_errors=True)
@@ -305,14 +305,15 @@ class Experiment:
             except (UnicodeDecodeError, json.JSONDecodeError):
                 saved = None  # written atomically, so only a hand-edited file; redo it
             if (isinstance(saved, dict) and saved.get("best_step") == best.step
-                    and (len(saved.get("samples", [])) == self.config.confirm or saved.get("stopped_early"))):
+                    and finished(saved, self.config.confirm, self.config.confirm_mde)):
                 return saved
         confirm_dir = self.out_dir / "runs" / "confirm"
         if confirm_dir.exists():
             shutil.rmtree(confirm_dir)
         self._seconds = {}
-        result = confirm_profile(self._attempt, best.weight_setting(), self.codec.reference(), self.config.confirm,
+        result = confirm_profile(self.attempt, best.weight_setting(), self.codec.reference(), self.config.confirm,
                                  confirm_dir, seed=self.config.seed + 1000, max_reruns=self.config.max_reruns,
+                                 mde_target=self.config.confirm_mde or None,
                                  on_pair=(lambda r, first: self.on_start(self.config.steps + 1 + r, best.weight_setting()))
                                  if self.on_start else None)
         result = {"best_step": best.step, **result, "seconds": {k: round(v, 3) for k, v in self._seconds.items()}}

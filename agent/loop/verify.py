@@ -35,9 +35,11 @@ def _experiment(config: ExperimentConfig, out: Path) -> Any:
     return session, Experiment(session.config, session.backend, session.workload, session.tuner, out)
 
 
-def reconfirm(exp_dir: Path, pairs: int, *, seed: int | None = None, out: Path | None = None) -> dict[str, Any]:
+def reconfirm(exp_dir: Path, pairs: int, *, seed: int | None = None, out: Path | None = None,
+              mde_target: float | None = None) -> dict[str, Any]:
     """Re-judge the profile an experiment in ``exp_dir`` applied (or, if it applied the reference,
-    its best step) against the reference, in ``pairs`` new pairs; written to
+    its best step) against the reference, in ``pairs`` new pairs (with ``mde_target``: as many as
+    the noise needs, ``pairs`` at most); written to
     ``exp_dir/reconfirmations/<time>/reconfirmation.json`` (or ``out``)."""
     from agent.loop.log import read_log
 
@@ -61,8 +63,9 @@ def reconfirm(exp_dir: Path, pairs: int, *, seed: int | None = None, out: Path |
     try:
         from agent.loop.confirmation import confirm_profile
 
-        result = confirm_profile(exp._attempt, candidate, exp.codec.reference(), pairs, out / "runs",
-                                 seed=(config.seed + 5000) if seed is None else seed, max_reruns=config.max_reruns)
+        result = confirm_profile(exp.attempt, candidate, exp.codec.reference(), pairs, out / "runs",
+                                 seed=(config.seed + 5000) if seed is None else seed, max_reruns=config.max_reruns,
+                                 mde_target=mde_target)
         failed = False
     finally:
         session.close(failed=failed)
@@ -83,13 +86,16 @@ def futility_verdict(refs: list[float], cands: list[float], verdict: str) -> str
 
 
 def aa_calibration(config: ExperimentConfig, out: Path, confirmations: int, pairs: int,
-                   progress: Any = None) -> dict[str, Any]:
+                   progress: Any = None, mde_target: float | None = None) -> dict[str, Any]:
     """``confirmations`` A/A confirmations (the reference against itself) of ``pairs`` pairs each,
     every pair run to the end (so the noise is measured on all of them); each confirmation's
     verdict is also given as the shipped protocol, with its futility stop, would have reached it.
     Returns and writes ``aa.json``: the false-confirmation rate (an "improvement" of a profile over
-    itself), the paired noise and the minimum detectable effect, and the pairs a 15 % effect needs."""
+    itself), the paired noise and the minimum detectable effect, and the pairs a 15 % effect needs.
+    With ``mde_target`` each confirmation is Stein's two-stage design (``pairs`` at most), whose
+    own error rate this then measures; it never stops early, so its shipped verdict is its verdict."""
     from agent.loop.confirmation import run_pairs
+    from agent.loop.outcome import Outcome
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -98,14 +104,14 @@ def aa_calibration(config: ExperimentConfig, out: Path, confirmations: int, pair
     results: list[dict[str, Any]] = []
     failed = True
     try:
-        def attempt(arm: str, run_dir: Path, s: int) -> float | str:
-            got = exp._attempt(ref, run_dir, s)
-            return str(got[1]) if isinstance(got[0], str) else float(got[0])
+        def attempt(arm: str, run_dir: Path, s: int) -> Outcome:
+            return exp.attempt(ref, run_dir, s)
 
         for i in range(confirmations):
             r = run_pairs(attempt, pairs, out / f"aa-{i:02d}", seed=config.seed + 1000 * (i + 1),
-                          max_reruns=config.max_reruns, stop_for_futility=False)
-            r["shipped_verdict"] = futility_verdict(r["reference_samples"], r["samples"], r["verdict"])
+                          max_reruns=config.max_reruns, stop_for_futility=False, mde_target=mde_target)
+            r["shipped_verdict"] = (r["verdict"] if r["design"]["kind"] == "two-stage"
+                                    else futility_verdict(r["reference_samples"], r["samples"], r["verdict"]))
             results.append(r)
             write_atomic(out / f"aa-{i:02d}" / "confirmation.json", json.dumps(r, indent=2, sort_keys=True) + "\n")
             if progress is not None:

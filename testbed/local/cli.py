@@ -185,9 +185,18 @@ def fidelity_cmd(
     out: Path = typer.Option(Path("runs/fidelity"), "--out", "-o", help="Directory for the runs and fidelity.json."),
     seed: int = typer.Option(0, "--seed", help="Seed of the workload recipe, the profiles and the simulator."),
     runtime: str = typer.Option("process", "--runtime", help="How the lab's nodes run pods: process, containers or auto."),
+    rounds: int = typer.Option(1, "--rounds", min=1, max=50, help="Run every profile this many times on the lab, "
+                               "each round in its own random order on its own arrivals; profiles are ranked by their "
+                               "ratio to the same round's default profile (the anchor)."),
+    retest: tuple[Path, Path] | None = typer.Option(None, "--retest", help="No lab runs: compare two finished "
+                                                    "studies of the same profiles (e.g. sessions hours apart): the "
+                                                    "rank correlation of their lab figures and the host probes of each."),
 ) -> None:
     """Run the same K profiles on `local` and `sim`; print the Spearman rank correlation of their
-    mean and p95 latencies."""
+    mean and p95 latencies (with --retest, of two lab studies)."""
+    if retest is not None:
+        _retest(*retest)
+        return
     from testbed.local.backend import LocalBackend
     from testbed.local.studies.fidelity import (
         apply_calibration,
@@ -205,7 +214,7 @@ def fidelity_cmd(
     c = _console()
     with LocalBackend(cluster, seed=seed, runtime=runtime) as local:
         c.print(f"notice: {local.cpu_notice}")
-        report = fidelity(local, sims, wl, profs, out, seed=seed)
+        report = fidelity(local, sims, wl, profs, out, seed=seed, rounds=rounds)
     from rich.table import Table
 
     t = Table("profile", "local mean", "local p95", *[f"{lb} {m}" for lb in sims for m in ("mean", "p95")])
@@ -213,11 +222,29 @@ def fidelity_cmd(
         t.add_row(str(r["profile"]), f"{r['local_mean_s']:.4f}", f"{r['local_p95_s']:.4f}",
                   *[f"{r[f'{lb}_{m}_s']:.4f}" for lb in sims for m in ("mean", "p95")])
     c.print(t)
+    between = [r for r in report["rho_between_rounds"] if r is not None]
+    if between:
+        c.print(f"the lab against itself: Spearman rho(mean ratio to the anchor) between round 0 and each later round: "
+                f"{', '.join(f'{r:.2f}' for r in between)}")
     for lb, rho in report["rho"].items():
         mae = report["mean_abs_error_s"][lb]
         c.print(f"{lb}: Spearman rho(mean) = {rho['mean']}, rho(p95) = {rho['p95']}, mean |local - {lb}| of the "
                 f"mean latency = {mae} s  ({len(profs)} profiles, {len(wl)} requests)")
     c.print(f"written: {out / 'fidelity.json'}")
+
+
+def _retest(first: Path, second: Path) -> None:
+    from testbed.local.studies.fidelity import retest
+
+    r = retest(first, second)
+    c = _console()
+    for side in ("first", "second"):
+        x = r[side]
+        host = x["host"] or {}
+        c.print(f"{side}: {x['directory']}, {x['rounds']} round(s), {' to '.join(x['utc'])} UTC; host probes: cpu "
+                f"{host.get('cpu_ms')} ms, unpack {host.get('unpack_ms')} ms")
+    c.print(f"{r['cluster']}, {r['profiles']} profiles: test-retest Spearman rho = {r['rho']['mean']} (mean latency, ratio "
+            f"to the round's default), {r['rho']['p95']} (p95)")
 
 
 def calibrate_cmd(

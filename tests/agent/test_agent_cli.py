@@ -175,6 +175,10 @@ def test_confirm_rejudges_a_saved_profile_in_new_pairs_and_refuses_what_it_canno
     assert runner.invoke(app, ["tune", "--backend", "sim", "--workload", "lab", "--method", "random", "--steps", "4",
                                "--seed", "2", "--out", str(out)]).exit_code == 0
     summary = json.loads((out / "summary.json").read_text())
+    for mde in ("-5", "nan"):
+        bad = runner.invoke(app, ["confirm", str(out), "--mde", mde])
+        assert bad.exit_code == 1 and "--mde must be a percentage" in bad.output, _said(bad)
+        assert len(bad.output.strip().splitlines()) == 1 and not (out / "reconfirmations").exists()
     result = runner.invoke(app, ["confirm", str(out), "--pairs", "3"])
     if summary["best_step"] == 0:
         assert result.exit_code == 1 and "nothing to confirm" in result.output
@@ -191,3 +195,20 @@ def test_confirm_rejudges_a_saved_profile_in_new_pairs_and_refuses_what_it_canno
     (tmp_path / "half" / "config.json").write_text((out / "config.json").read_text())
     bad = runner.invoke(app, ["confirm", str(tmp_path / "half")])
     assert bad.exit_code == 1 and "has not finished" in bad.output and len(bad.output.strip().splitlines()) == 1
+
+
+def test_a_config_error_names_the_option_the_user_typed(tmp_path, made_backends):
+    """The experiment's config checks its fields; the user typed options, so the line names the
+    option (planted: without ``as_option`` it says "host_drift must be ...")."""
+    for args, said in ((["--host-drift", "0.5"], "--host-drift must be 0 (no check) or a ratio above 1"),
+                       (["--confirm-mde", "2000"], "--confirm-mde")):
+        bad = runner.invoke(app, ["tune", "--backend", "sim", "--workload", "lab", "--method", "random", "--steps", "1",
+                                  "--out", str(tmp_path / "x"), *args])
+        assert bad.exit_code in (1, 2) and said in bad.output, _said(bad)
+        assert not (tmp_path / "x").exists()
+    done = tmp_path / "done"
+    assert runner.invoke(app, ["tune", "--backend", "sim", "--workload", "lab", "--method", "random", "--steps", "1",
+                               "--out", str(done)]).exit_code == 0
+    bad = runner.invoke(app, ["tune", "--resume", str(done), "--host-drift", "0.9"])
+    assert bad.exit_code == 1 and "--host-drift must be" in bad.output and len(bad.output.strip().splitlines()) == 1
+

@@ -170,3 +170,35 @@ def test_a_baseline_that_applied_nothing_is_said_not_divided_by(tmp_path):
     table = budget_markdown(collect(tmp_path, ["lab-a"], ["gp", "twin"], [0]))
     assert "nan" not in table and "gp applied no gain over its experiments (+0.0 %)" in table
     assert "| lab-a | twin | +50.0 |" in table
+
+
+def _run_summary(path, cold: int, warm: int, cold_p50: float, warm_p50: float) -> None:
+    path.mkdir(parents=True)
+    (path / "summary.json").write_text(json.dumps({"by_start": {
+        "cold": {"count": cold, "mean_s": cold_p50, "p50_s": cold_p50, "p95_s": cold_p50},
+        "warm": {"count": warm, "mean_s": warm_p50, "p50_s": warm_p50, "p95_s": warm_p50}}}))
+
+
+def test_the_starts_table_says_whether_a_gain_came_from_fewer_cold_starts(tmp_path):
+    """SeBS's figures beside the gain: the reference's and the best profile's cold share and cold
+    and warm medians, from the confirmation's runs (a void run kept aside is not one of them:
+    planted, globbing ``ref-[0-9]*`` took ``ref-0.void-1`` in and moved the reference's share to
+    30 %), or from the step's runs where nothing was confirmed; a run without the figures is "–"."""
+    write_experiment(tmp_path, "lab-a", "twin", 0, applied=True, refs=(1.0, 1.0), cands=(0.6, 0.7))
+    conf = experiment_dir(tmp_path, "lab-a", "twin", 0) / "runs" / "confirm"
+    _run_summary(conf / "ref-0", 4, 16, 3.0, 0.2)
+    _run_summary(conf / "ref-1", 6, 14, 3.4, 0.3)
+    _run_summary(conf / "ref-0.void-1", 19, 1, 9.0, 9.0)
+    _run_summary(conf / "cand-0", 1, 19, 2.0, 0.2)
+    _run_summary(conf / "cand-1", 3, 17, 2.2, 0.2)
+    write_experiment(tmp_path, "lab-a", "twin", 1, applied=False)
+    steps = experiment_dir(tmp_path, "lab-a", "twin", 1) / "runs"
+    _run_summary(steps / "step-000" / "cand-0", 10, 10, 5.0, 0.5)
+    _run_summary(steps / "step-003" / "cand-0", 5, 15, 4.0, 0.4)
+    write_experiment(tmp_path, "lab-a", "gp", 0, applied=False)
+    frame = collect(tmp_path, ["lab-a"], ["twin", "gp"], [0])
+    table = write_report(tmp_path, frame, "twin", {}).with_name("starts.md").read_text()
+    assert "| lab-a | twin | 25 % | 10 % | 3.20 | 2.10 | 0.25 | 0.20 |" in table
+    assert "| lab-a | gp | – | – | – | – | – | – |" in table
+    both = collect(tmp_path, ["lab-a"], ["twin"], [0, 1]).set_index("seed")
+    assert both.loc[1, "ref_cold_share"] == pytest.approx(0.5) and both.loc[1, "cand_warm_p50_s"] == pytest.approx(0.4)

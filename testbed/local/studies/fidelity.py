@@ -88,6 +88,16 @@ def _metric(result: RunResult, name: str) -> float:
     return float(v) if v is not None else math.nan
 
 
+ANCHOR = 0
+"""The default profile (:func:`fidelity_profiles` puts it first): each round's anchor."""
+
+
+def round_order(n: int, seed: int, round_: int) -> list[int]:
+    """The order the lab runs ``n`` profiles in a round: seeded, different per round, so a drift
+    of the host within a round falls on different profiles each time."""
+    return [int(i) for i in np.random.default_rng([int(seed), int(round_), 0xF1DE]).permutation(n)]
+
+
 def fidelity(
     local: Any,
     sims: dict[str, Any],
@@ -96,46 +106,87 @@ def fidelity(
     out_dir: str | Path,
     *,
     seed: int = 0,
+    rounds: int = 1,
 ) -> dict[str, Any]:
-    """Run every profile on the lab (each run from a reset lab) and on each simulator variant
-    (``{"sim": SimBackend(...), "sim-calibrated": ...}``) and compare the rankings."""
+    """Run every profile on the lab and on each simulator variant (``{"sim": SimBackend(...),
+    "sim-calibrated": ...}``) and compare the rankings.
+
+    The lab runs the profiles in ``rounds`` rounds (Abedi & Brecht's randomized multiple
+    interleaved trials): each round every profile once, from a reset lab, in a seeded random order
+    (:func:`round_order`), on the arrivals the round's seed (``seed + round``) draws. A profile's lab
+    figure is its ratio to the default profile's run in the same round (:data:`ANCHOR`), the
+    geometric mean over rounds, so a host that drifts between rounds -- or between two sessions of
+    a test-retest (:func:`retest`) -- moves the anchor with the profiles and cancels. The
+    simulators are deterministic and run each profile once; a rank correlation is the same on
+    their ratios as on their latencies. Round 0's runs are ``local/profile-II`` (what
+    ``scoretune twin fidelity`` reads), later rounds' ``local/round-R/profile-II``."""
     from testbed.scheduler.config import profile_weights
 
+    if rounds < 1:
+        raise InputError(f"need at least one round, got {rounds}", field="rounds")
     out_dir = Path(out_dir)
-    rows = []
-    for i, profile in enumerate(profiles):
-        row: dict[str, Any] = {"profile": i, "weights": profile_weights(profile), "strategy": profile.fit.strategy}
-        for label, backend in [("local", local), *sims.items()]:
-            backend.apply(profile)
-            backend.reset()
-            t0 = time.monotonic()
-            res = backend.run(workload, out_dir / label / f"profile-{i:02d}", seed=seed)
-            row[f"{label}_mean_s"] = _metric(res, "mean")
-            row[f"{label}_p95_s"] = _metric(res, "p95")
-            row[f"{label}_errors"] = int(res.summary.get("errors", 0)) + int(res.summary.get("timeouts", 0))
-            row[f"{label}_wall_s"] = round(time.monotonic() - t0, 2)
-            row[f"{label}_failed"] = res.failed
-            if res.failed:
-                log.error("profile %d on %s: the run failed (%s); it is left out of the correlation", i, label, res.summary.get("failure"))
-                row[f"{label}_mean_s"] = row[f"{label}_p95_s"] = math.nan
-        log.info(
-            "profile %d: %s", i,
-            " | ".join(f"{lb} mean {row[f'{lb}_mean_s']:.4f} p95 {row[f'{lb}_p95_s']:.4f}" for lb in ["local", *sims]),
-        )
-        rows.append(row)
+    rows: list[dict[str, Any]] = [{"profile": i, "weights": profile_weights(p), "strategy": p.fit.strategy}
+                                  for i, p in enumerate(profiles)]
+
+    def run(label: str, backend: Any, i: int, run_dir: Path, run_seed: int) -> dict[str, Any]:
+        backend.apply(profiles[i])
+        backend.reset()
+        t0 = time.monotonic()
+        res = backend.run(workload, run_dir, seed=run_seed)
+        got = {"mean_s": _metric(res, "mean"), "p95_s": _metric(res, "p95"),
+               "errors": int(res.summary.get("errors", 0)) + int(res.summary.get("timeouts", 0)),
+               "wall_s": round(time.monotonic() - t0, 2), "failed": res.failed,
+               "probe": (res.summary.get("host") or {}).get("probe")}
+        if res.failed:
+            log.error("profile %d on %s: the run failed (%s); it is left out of the correlation", i, label,
+                      res.summary.get("failure"))
+            got["mean_s"] = got["p95_s"] = math.nan
+        return got
+
+    for label, backend in sims.items():
+        for i in range(len(profiles)):
+            got = run(label, backend, i, out_dir / label / f"profile-{i:02d}", seed)
+            rows[i].update({f"{label}_{k}": v for k, v in got.items() if k != "probe"})
+    sessions = []
+    for r in range(rounds):
+        order = round_order(len(profiles), seed, r)
+        started = time.time()
+        for i in order:
+            run_dir = out_dir / "local" / (f"profile-{i:02d}" if r == 0 else f"round-{r}/profile-{i:02d}")
+            got = run("local", local, i, run_dir, seed + r)
+            rows[i].setdefault("local_rounds", []).append({"round": r, **got})
+            log.info("round %d profile %d: lab mean %.4f p95 %.4f", r, i, got["mean_s"], got["p95_s"])
+        sessions.append({"round": r, "seed": seed + r, "order": order,
+                         "utc": [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)) for t in (started, time.time())]})
+    for row in rows:
+        done = row["local_rounds"]
+        for m in ("mean", "p95"):
+            raw = [x[f"{m}_s"] for x in done]
+            ratios = [x[f"{m}_s"] / rows[ANCHOR]["local_rounds"][x["round"]][f"{m}_s"] for x in done]
+            row[f"local_{m}_s"] = float(np.median(raw))
+            row[f"local_{m}_ratio"] = float(np.exp(np.mean(np.log(ratios)))) if np.all(np.isfinite(ratios)) else math.nan
+        row["local_errors"] = int(sum(x["errors"] for x in done))
+        row["local_wall_s"] = round(float(sum(x["wall_s"] for x in done)), 2)
+        row["local_failed"] = any(x["failed"] for x in done)
+    probes = [x["probe"] for row in rows for x in row["local_rounds"] if x.get("probe")]
     report: dict[str, Any] = {
         "cluster": local.cluster.name,
         "workload": workload.name,
         "requests": len(workload),
         "profiles": len(profiles),
         "seed": seed,
+        "rounds": sessions,
+        "anchor": ANCHOR,
+        "host": {k: [min(p[k] for p in probes), max(p[k] for p in probes)] for k in ("cpu_ms", "unpack_ms")}
+        if probes else None,
         "rho": {
             label: {
-                "mean": _spearman([r["local_mean_s"] for r in rows], [r[f"{label}_mean_s"] for r in rows]),
-                "p95": _spearman([r["local_p95_s"] for r in rows], [r[f"{label}_p95_s"] for r in rows]),
+                "mean": _spearman([r["local_mean_ratio"] for r in rows], [r[f"{label}_mean_s"] for r in rows]),
+                "p95": _spearman([r["local_p95_ratio"] for r in rows], [r[f"{label}_p95_s"] for r in rows]),
             }
             for label in sims
         },
+        "rho_between_rounds": _between_rounds(rows, rounds),
         "mean_abs_error_s": {
             label: _mae([r["local_mean_s"] for r in rows], [r[f"{label}_mean_s"] for r in rows]) for label in sims
         },
@@ -144,6 +195,54 @@ def fidelity(
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "fidelity.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     return report
+
+
+def _between_rounds(rows: list[dict[str, Any]], rounds: int) -> list[float | None]:
+    """The lab's own repeatability within the session: Spearman rho of the profiles' anchor ratios
+    (mean latency) between round 0 and each later round."""
+    def ratios(r: int) -> list[float]:
+        anchor = rows[ANCHOR]["local_rounds"][r]["mean_s"]
+        return [row["local_rounds"][r]["mean_s"] / anchor for row in rows]
+
+    return [_spearman(ratios(0), ratios(r)) for r in range(1, rounds)]
+
+
+def retest(first: str | Path, second: str | Path) -> dict[str, Any]:
+    """Test-retest of two fidelity studies of the same profiles on the same cluster and workload,
+    typically sessions hours apart: the Spearman rho of the profiles' lab figures (ratios to each
+    round's default anchor), beside when each ran and the host probes each saw, so a low rho can
+    be told from a host that moved (compare the probe ranges)."""
+    reports = []
+    for d in (Path(first), Path(second)):
+        path = d / "fidelity.json"
+        try:
+            rep = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError("missing (a directory written by `scoretune fidelity --out`)", file=path) from None
+        except (OSError, ValueError) as err:
+            raise InputError(f"not a fidelity report: {err}", file=path) from None
+        if not isinstance(rep, dict) or not isinstance(rep.get("rows"), list) or not rep.get("rounds"):
+            raise InputError("not a fidelity report with rounds (written before rounds were recorded?)", file=path)
+        reports.append(rep)
+    a, b = reports
+    for key in ("cluster", "workload", "requests"):
+        if a.get(key) != b.get(key):
+            raise InputError(f"the two studies differ in {key}: {a.get(key)!r} and {b.get(key)!r}",
+                             file=Path(second) / "fidelity.json", field=key)
+    if [(r["weights"], r["strategy"]) for r in a["rows"]] != [(r["weights"], r["strategy"]) for r in b["rows"]]:
+        raise InputError("the two studies ran different profiles (another --seed or --profiles?)",
+                         file=Path(second) / "fidelity.json", field="rows")
+
+    def side(rep: dict[str, Any], d: str | Path) -> dict[str, Any]:
+        return {"directory": str(d), "utc": [rep["rounds"][0]["utc"][0], rep["rounds"][-1]["utc"][1]],
+                "rounds": len(rep["rounds"]), "host": rep.get("host"), "rho_between_rounds": rep.get("rho_between_rounds")}
+
+    return {
+        "cluster": a["cluster"], "profiles": len(a["rows"]),
+        "rho": {m: _spearman([r[f"local_{m}_ratio"] for r in a["rows"]], [r[f"local_{m}_ratio"] for r in b["rows"]])
+                for m in ("mean", "p95")},
+        "first": side(a, first), "second": side(b, second),
+    }
 
 
 # --- calibration ------------------------------------------------------------------------------

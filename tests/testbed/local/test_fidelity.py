@@ -92,3 +92,81 @@ def test_spearman_of_orderings():
     assert _spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert _spearman([1, 2, math.nan, 4, 5], [1, 2, 3, 4, 5]) == pytest.approx(1.0)  # a failed run is left out
     assert _spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+class _DriftingLab:
+    """A lab whose profiles have fixed true latencies and whose host runs ``speed[round]`` times
+    slower in each round (the round is told by the run directory), recording what it ran."""
+
+    def __init__(self, truth: list[float], slow: dict[int, float], name: str = "lab-small"):
+        from types import SimpleNamespace
+
+        self.truth, self.slow, self.cluster = truth, slow, SimpleNamespace(name=name)
+        self.ran: list[tuple[int, str, int]] = []
+        self._profile = None
+
+    def apply(self, profile) -> None:
+        self._profile = profile
+
+    def reset(self) -> None:
+        pass
+
+    def run(self, workload, run_dir, *, seed):
+        i = int(run_dir.name.split("-")[1])
+        r = int(run_dir.parent.name.split("-")[1]) if run_dir.parent.name.startswith("round-") else 0
+        self.ran.append((i, str(run_dir), seed))
+        v = self.truth[i] * self.slow.get(r, 1.0)
+        return RunResult(requests=pd.DataFrame(), summary={"latency_mean_s": v, "latency_p95_s": 2 * v,
+                                                           "host": {"probe": {"cpu_ms": 100.0 * self.slow.get(r, 1.0),
+                                                                              "unpack_ms": 40.0}}})
+
+
+def test_rounds_rank_profiles_by_their_ratio_to_the_same_rounds_default(tmp_path):
+    """Three rounds, the host 2x slower in round 1: each round runs every profile once in its own
+    seeded order on its own arrivals (seed + round), and a profile's lab figure is its ratio to
+    that round's default run, so the drift cancels exactly while the raw median does not.
+    Planted: dividing every round by round 0's anchor keeps the slow round's 2x in the ratios
+    (profile 0 at 1.26x itself, not 1.0x)."""
+    from testbed.local.studies.fidelity import fidelity, round_order
+
+    truth = [2.0, 1.0, 3.0, 4.0, 2.5]
+    lab = _DriftingLab(truth, {1: 2.0})
+    profiles = fidelity_profiles(5, seed=1)
+    rep = fidelity(lab, {}, _Sized(), profiles, tmp_path, seed=7, rounds=3)
+    assert [r["order"] for r in rep["rounds"]] == [round_order(5, 7, r) for r in range(3)]
+    assert len({tuple(r["order"]) for r in rep["rounds"]}) > 1
+    def round_of(d: str) -> int:
+        return int(d.split("round-")[1].split("/")[0]) if "round-" in d else 0
+
+    assert [[i for i, d, _ in lab.ran if round_of(d) == r] for r in range(3)] == [round_order(5, 7, r) for r in range(3)]
+    assert {s for _, d, s in lab.ran if "round-2/" in d} == {9}
+    assert any(d.endswith("local/profile-03") for _, d, _ in lab.ran)  # round 0 where `twin fidelity` reads it
+    for row, t in zip(rep["rows"], truth, strict=True):
+        assert row["local_mean_ratio"] == pytest.approx(t / truth[0])
+        assert row["local_p95_ratio"] == pytest.approx(t / truth[0])
+    assert rep["rows"][2]["local_mean_s"] == pytest.approx(3.0)  # the raw median keeps the slow round's pull
+    assert rep["rho_between_rounds"] == [pytest.approx(1.0), pytest.approx(1.0)]
+    assert rep["host"] == {"cpu_ms": [100.0, 200.0], "unpack_ms": [40.0, 40.0]}
+
+
+class _Sized:
+    name = "lab"
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_retest_compares_two_sessions_and_refuses_two_different_studies(tmp_path):
+    from testbed.local.studies.fidelity import fidelity, retest
+
+    profiles = fidelity_profiles(5, seed=1)
+    fidelity(_DriftingLab([2.0, 1.0, 3.0, 4.0, 2.5], {}), {}, _Sized(), profiles, tmp_path / "a", rounds=2)
+    fidelity(_DriftingLab([2.0, 1.2, 2.9, 4.4, 2.4], {0: 1.7, 1: 1.9}), {}, _Sized(), profiles, tmp_path / "b", rounds=2)
+    r = retest(tmp_path / "a", tmp_path / "b")
+    assert r["rho"]["mean"] == pytest.approx(1.0) and r["profiles"] == 5
+    assert r["second"]["host"]["cpu_ms"] == [170.0, 190.0] and r["first"]["rounds"] == 2
+    fidelity(_DriftingLab([2.0, 1.0, 3.0, 4.0, 2.5], {}), {}, _Sized(), fidelity_profiles(5, seed=2), tmp_path / "c")
+    with pytest.raises(InputError, match="different profiles"):
+        retest(tmp_path / "a", tmp_path / "c")
+    with pytest.raises(InputError, match="missing"):
+        retest(tmp_path / "a", tmp_path / "nothing")
