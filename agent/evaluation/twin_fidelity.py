@@ -12,7 +12,6 @@ that what the fit adds is a row of its own. Nothing is run on a lab: the runs ar
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -60,17 +59,10 @@ def read_lab_runs(directory: Path) -> tuple[dict[str, Any], list[tuple[Any, floa
     timeout; a missing or failed run is one error naming its file."""
     from agent.metrics import metric_from_summary, run_timeout_s
     from loadgen.results import read_run, run_where
+    from testbed.local.studies.fidelity import read_report
     from testbed.scheduler.config import parse_config
 
-    path = directory / "fidelity.json"
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("missing (a directory written by `scoretune fidelity --out`)", file=path) from None
-    except (OSError, ValueError) as err:
-        raise InputError(f"not a fidelity report: {err}", file=path) from None
-    if not isinstance(report, dict) or not isinstance(report.get("rows"), list) or "cluster" not in report:
-        raise InputError("not a fidelity report (no cluster or rows)", file=path)
+    report = read_report(directory)
     runs = []
     timeout = 30.0
     for row in report["rows"]:

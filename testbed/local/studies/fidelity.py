@@ -207,6 +207,20 @@ def _between_rounds(rows: list[dict[str, Any]], rounds: int) -> list[float | Non
     return [_spearman(ratios(0), ratios(r)) for r in range(1, rounds)]
 
 
+def read_report(directory: str | Path) -> dict[str, Any]:
+    """``fidelity.json`` of a finished study in ``directory``; anything else one error naming the file."""
+    path = Path(directory) / "fidelity.json"
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("missing (a directory written by `scoretune fidelity --out`)", file=path) from None
+    except (OSError, ValueError) as err:
+        raise InputError(f"not a fidelity report: {err}", file=path) from None
+    if not isinstance(report, dict) or not isinstance(report.get("rows"), list) or "cluster" not in report:
+        raise InputError("not a fidelity report (no cluster or rows)", file=path)
+    return report
+
+
 def retest(first: str | Path, second: str | Path) -> dict[str, Any]:
     """Test-retest of two fidelity studies of the same profiles on the same cluster and workload,
     typically sessions hours apart: the Spearman rho of the profiles' lab figures (ratios to each
@@ -214,15 +228,10 @@ def retest(first: str | Path, second: str | Path) -> dict[str, Any]:
     be told from a host that moved (compare the probe ranges)."""
     reports = []
     for d in (Path(first), Path(second)):
-        path = d / "fidelity.json"
-        try:
-            rep = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError("missing (a directory written by `scoretune fidelity --out`)", file=path) from None
-        except (OSError, ValueError) as err:
-            raise InputError(f"not a fidelity report: {err}", file=path) from None
-        if not isinstance(rep, dict) or not isinstance(rep.get("rows"), list) or not rep.get("rounds"):
-            raise InputError("not a fidelity report with rounds (written before rounds were recorded?)", file=path)
+        rep = read_report(d)
+        if not rep.get("rounds"):
+            raise InputError("not a fidelity report with rounds (written before rounds were recorded?)",
+                             file=Path(d) / "fidelity.json")
         reports.append(rep)
     a, b = reports
     for key in ("cluster", "workload", "requests"):
