@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from agent.cli.options import argv_tail
+from agent.cli.options import argv_tail, finite
 from agent.cli.render import console, step_lines
 from agent.errors import AgentError
 from agent.rl.artefacts import SHIPPED_POLICY
@@ -25,7 +25,11 @@ def lab_table_command(
     first_seed: int = typer.Option(0, min=0, max=10_000, help="The first seed: seeds FIRST..FIRST+SEEDS-1 (more "
                                    "seeds for a finished table, or a row of one seed beside it)."),
     steps: int = typer.Option(10, min=1, max=1000, help="Runs per experiment after the reference (T)."),
-    confirm: int = typer.Option(3, min=1, max=100, help="Paired reruns confirming each experiment's best profile."),
+    confirm: int = typer.Option(3, min=1, max=100, help="Paired reruns confirming each experiment's best profile "
+                                "(with --confirm-mde, at most this many)."),
+    confirm_mde: float = typer.Option(0.0, "--confirm-mde", callback=finite(0.0, 1000.0), help="Size each "
+                                      "confirmation to the measured noise so a gain of this many percent is seen "
+                                      "(Stein's two stages, as `tune --confirm-mde`); 0: exactly --confirm pairs."),
     duration: float = typer.Option(20.0, min=5.0, max=3600.0, help="Seconds of the lab workload (6 requests/s)."),
     shipped: str = typer.Option("policy", help="The method compared with GP-BO in the last column."),
     backend: str = typer.Option("local", help="local: the embedded lab; sim: a rehearsal of the same table on the "
@@ -51,12 +55,13 @@ def lab_table_command(
         raise AgentError(f"--shipped {shipped!r} is not one of --methods")
     seed_list = list(range(first_seed, first_seed + seeds))
     if not report_only:
-        run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, duration_s=duration,
+        run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, confirm_mde=confirm_mde,
+                        duration_s=duration,
                         backend=backend, platform=platform, runtime=runtime,
                         on_step=lambda record, records: console.print(step_lines(record, records)))
     frame = collect(out, names, [m.name for m in specs], seed_list)
     config = {"scenarios": names, "methods": [m.__dict__ for m in specs], "seeds": seed_list, "steps": steps,
-              "confirm": confirm, "duration_s": duration, "platform": platform.value, "runtime": runtime,
+              "confirm": confirm, "confirm_mde": confirm_mde, "duration_s": duration, "platform": platform.value, "runtime": runtime,
               "command": "scoretune lab-table " + " ".join(argv_tail("lab-table"))}
     path = write_report(out, frame, shipped, config)
     console.print(path.read_text())

@@ -129,6 +129,10 @@ def test_run_experiments_runs_each_missing_experiment_and_resumes_an_interrupted
     assert (hill / "summary.json").exists() and (hill / "experiment.jsonl").read_text() == steps_before
     frame = collect(tmp_path, ["lab-small"], ["hill", "random"], [0])
     assert list(frame["method"]) == ["hill", "random"] and frame["reference_s"].gt(0).all()
+    sized = tmp_path / "sized"
+    run_experiments(sized, ["lab-small"], [LabMethod("hill")], [0], **{**kw, "confirm": 24}, confirm_mde=15.0)
+    cfg = json.loads((experiment_dir(sized, "lab-small", "hill", 0) / "config.json").read_text())
+    assert cfg["confirm"] == 24 and cfg["confirm_mde"] == 15.0
 
 
 def test_a_failed_experiment_stops_the_table_saying_how_to_resume(tmp_path):
