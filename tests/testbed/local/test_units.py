@@ -224,18 +224,14 @@ def test_profile_crosses_processes_by_scheduler_name():
     assert back.fit.strategy == "MostAllocated"
 
 
-def test_a_lab_cgroup_still_holding_a_task_is_removed_by_killing_it():
+def test_a_lab_cgroup_still_holding_a_task_is_removed_by_killing_it(cgroup_limiter):
     """``down`` removes the lab's cgroups with ``kill_tasks``: a process left in one (an instance
     its dying agent never recorded) is killed, not left to keep an empty group forever (issue 43:
     ``scoretune-lab-*`` groups outlived the labs that made them)."""
     import subprocess
 
-    mode = cpu.detect()
-    if mode.mode == "duty-cycle":
-        pytest.skip(f"no writable cgroup here: {mode.reason}")
-    group_name = f"scoretune-test-left-{os.getpid()}"
-    root = cpu.CgroupLimiter.make_lab_group(mode, group_name)
-    limiter = cpu.CgroupLimiter(mode, group_name)
+    limiter = cgroup_limiter
+    root = limiter.root
     proc = subprocess.Popen(["sleep", "60"])
     try:
         node = limiter.create("node", 1000)
