@@ -172,7 +172,7 @@ class TuneArgs:
                                "rollout) before retrying it; --max-reruns bounds the retries.", 30.0,
                                callback=finite(0.0, 3600.0))
     host_drift: float = opt("local: pause the experiment (resumable) when the host's CPU or unpack probe moves "
-                            "beyond this ratio of its first run's; 0: never.", 1.25, callback=finite(0.0, 100.0))
+                            "beyond this ratio of its first run's; 0: never.", 1.5, callback=finite(0.0, 100.0))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -70,7 +70,7 @@ class ExperimentConfig:
     """How the backend was constructed beyond its name (the kube connection); kept for resume."""
     platform: Platform = DEFAULT_PLATFORM
     """What serves the functions: Knative Serving or OpenWhisk (``testbed.platforms``)."""
-    host_drift: float = 1.25
+    host_drift: float = 1.5
     """Pause the experiment when the host's probes (``testbed.local.probe``) move beyond this ratio
     of its first run's (``agent.loop.hostcheck``); 0: never."""
     host_fit: str = "scale"

@@ -8,9 +8,12 @@ loop and a fixed unpack, ``summary.host.probe``). The first probe an experiment 
 continues once the host is back; a host that stays changed means the experiment's latencies can
 no longer be compared with its first steps, and a new experiment is the honest answer.
 
-The default 1.25 is measured: twenty back-to-back probes on a quiet 2-core host ranged 1.08x
-(CPU) and 1.10x (unpack) from fastest to slowest (`scoretune testbed probe --repeats 20`); the drift seen between sessions was 2-2.5x
-(docs/results/containers/repeatable.md).
+The default 1.5 is measured: twenty back-to-back probes on a quiet 2-core host ranged 1.08x
+(CPU) and 1.10x (unpack) from fastest to slowest (`scoretune testbed probe --repeats 20`), but
+probes taken between lab runs move more: over 354 A/A runs on 2026-12-07 the worst probe was
+1.249x its experiment's first, and a clean-clone `make tune` paused at an unpack probe of 1.33x
+with nothing else running (the first default, 1.25, stopped the user's first command). The drift
+it exists to catch, between sessions, was 2-2.5x (docs/results/containers/repeatable.md).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from agent.errors import AgentError
 from functions.atomic import write_atomic
 
 HOST_NAME = "host.json"
-DEFAULT_HOST_DRIFT = 1.25
+DEFAULT_HOST_DRIFT = 1.5
 
 
 class HostDrift(AgentError):
