@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -191,11 +192,20 @@ def fidelity_cmd(
     retest: tuple[Path, Path] | None = typer.Option(None, "--retest", help="No lab runs: compare two finished "
                                                     "studies of the same profiles (e.g. sessions hours apart): the "
                                                     "rank correlation of their lab figures and the host probes of each."),
+    show: Path | None = typer.Option(None, "--show", help="No lab runs: print a finished study (its table, "
+                                     "separation and correlations) from its directory."),
 ) -> None:
     """Run the same K profiles on `local` and `sim`; print the Spearman rank correlation of their
-    mean and p95 latencies (with --retest, of two lab studies)."""
+    mean and p95 latencies (with --retest, of two lab studies; with --show, of a finished one)."""
     if retest is not None:
         _retest(*retest)
+        return
+    if show is not None:
+        from testbed.local.studies.fidelity import read_report, separation
+
+        report = read_report(show)
+        report.setdefault("separation", separation(report["rows"]))  # studies written before it was recorded
+        _print_study(report, show, "read")
         return
     from testbed.local.backend import LocalBackend
     from testbed.local.studies.fidelity import (
@@ -215,22 +225,30 @@ def fidelity_cmd(
     with LocalBackend(cluster, seed=seed, runtime=runtime) as local:
         c.print(f"notice: {local.cpu_notice}")
         report = fidelity(local, sims, wl, profs, out, seed=seed, rounds=rounds)
+    _print_study(report, out, "written")
+
+
+def _print_study(report: dict[str, Any], out: Path, verb: str) -> None:
     from rich.table import Table
 
-    t = Table("profile", "local mean", "local p95", *[f"{lb} {m}" for lb in sims for m in ("mean", "p95")])
+    c = _console()
+    sims = list(report["rho"])
+    t = Table("profile", "local mean", "local p95", "x default", *[f"{lb} {m}" for lb in sims for m in ("mean", "p95")])
     for r in report["rows"]:
-        t.add_row(str(r["profile"]), f"{r['local_mean_s']:.4f}", f"{r['local_p95_s']:.4f}",
+        t.add_row(str(r["profile"]), f"{r['local_mean_s']:.4f}", f"{r['local_p95_s']:.4f}", f"{r['local_mean_ratio']:.3f}",
                   *[f"{r[f'{lb}_{m}_s']:.4f}" for lb in sims for m in ("mean", "p95")])
     c.print(t)
     between = [r for r in report["rho_between_rounds"] if r is not None]
     if between:
         c.print(f"the lab against itself: Spearman rho(mean ratio to the anchor) between round 0 and each later round: "
                 f"{', '.join(f'{r:.2f}' for r in between)}")
+    if report.get("separation"):
+        c.print(separation_line(report["separation"]))
     for lb, rho in report["rho"].items():
         mae = report["mean_abs_error_s"][lb]
         c.print(f"{lb}: Spearman rho(mean) = {rho['mean']}, rho(p95) = {rho['p95']}, mean |local - {lb}| of the "
-                f"mean latency = {mae} s  ({len(profs)} profiles, {len(wl)} requests)")
-    c.print(f"written: {out / 'fidelity.json'}")
+                f"mean latency = {mae} s  ({report['profiles']} profiles, {report['requests']} requests)")
+    c.print(f"{verb}: {out / 'fidelity.json'}")
 
 
 def _retest(first: Path, second: Path) -> None:
@@ -243,8 +261,23 @@ def _retest(first: Path, second: Path) -> None:
         host = x["host"] or {}
         c.print(f"{side}: {x['directory']}, {x['rounds']} round(s), {' to '.join(x['utc'])} UTC; host probes: cpu "
                 f"{host.get('cpu_ms')} ms, unpack {host.get('unpack_ms')} ms")
-    c.print(f"{r['cluster']}, {r['profiles']} profiles: test-retest Spearman rho = {r['rho']['mean']} (mean latency, ratio "
-            f"to the round's default), {r['rho']['p95']} (p95)")
+        if x["separation"]:
+            c.print(f"  {separation_line(x['separation'])}")
+    def rho(v: float | None) -> str:
+        return "n/a (ties)" if v is None else f"{v:.2f}"
+
+    c.print(f"{r['cluster']}, {r['profiles']} profiles: test-retest Spearman rho = {rho(r['rho']['mean'])} (mean latency, "
+            f"ratio to the round's default), {rho(r['rho']['p95'])} (p95)"
+            + (f"; a lab that did not move would give about {r['expected']:.2f}" if r["expected"] is not None else ""))
+
+
+def separation_line(sep: dict[str, Any]) -> str:
+    """One line of :func:`testbed.local.studies.fidelity.separation` for a user."""
+    more = (f"{sep['rounds_for_0_9']} rounds would reach 0.9" if sep["rounds_for_0_9"] is not None
+            else "no spread beyond the noise")
+    return (f"separation: profiles spread {sep['profile_sd']:.3f} in log latency against a run noise of "
+            f"{sep['run_sd']:.3f} (ratio {sep['ratio']:.2f}); the ranking's reliability over {sep['rounds']} "
+            f"rounds {sep['reliability']:.2f} ({more})")
 
 
 def calibrate_cmd(

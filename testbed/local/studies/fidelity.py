@@ -187,6 +187,7 @@ def fidelity(
             for label in sims
         },
         "rho_between_rounds": _between_rounds(rows, rounds),
+        "separation": separation(rows),
         "mean_abs_error_s": {
             label: _mae([r["local_mean_s"] for r in rows], [r[f"{label}_mean_s"] for r in rows]) for label in sims
         },
@@ -207,6 +208,46 @@ def _between_rounds(rows: list[dict[str, Any]], rounds: int) -> list[float | Non
     return [_spearman(ratios(0), ratios(r)) for r in range(1, rounds)]
 
 
+RELIABILITY_TARGET = 0.9
+"""The rank agreement a study should reach with its own retest (issue 57's test-retest target)."""
+
+
+def separation(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How far apart the lab's profiles are, against the lab's own run-to-run noise.
+
+    Two-way additive model of log mean latency, profiles x rounds (every profile once per round):
+    the round effects take out whatever moved a whole round (the host), the residual is the run
+    noise ``run_sd``; the spread of the profiles' means less the noise in them (``run_sd**2 /
+    rounds``) is the true spread ``profile_sd``. ``ratio`` = profile_sd / run_sd is what issue 57
+    item 9 asks to exceed 2. ``reliability`` is the study's ICC(3, k) (Shrout & Fleiss 1979,
+    "consistency" of the mean of k rounds): the correlation its profile means can be expected to
+    have with another study of as many rounds on a like host (Spearman-Brown) -- the ceiling of a
+    test-retest rho, and so the figure to read a retest against. ``rounds_for_0_9``: the rounds
+    a study needs for that ceiling to reach 0.9. None with fewer than 2 rounds or 3 profiles
+    measured in every round (failed runs leave their profile out)."""
+    if not rows or len(rows[0].get("local_rounds", [])) < 2:
+        return None
+    y = np.array([[x["mean_s"] for x in row["local_rounds"]] for row in rows], dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.log(y)
+    y = y[np.all(np.isfinite(y), axis=1)]
+    n_profiles, n_rounds = y.shape
+    if n_profiles < 3:
+        return None
+    resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
+    run_var = float((resid**2).sum() / ((n_profiles - 1) * (n_rounds - 1)))
+    means_var = float(y.mean(axis=1).var(ddof=1))
+    profile_var = max(0.0, means_var - run_var / n_rounds)
+    target = RELIABILITY_TARGET
+    return {
+        "profiles": n_profiles, "rounds": n_rounds,
+        "profile_sd": math.sqrt(profile_var), "run_sd": math.sqrt(run_var),
+        "ratio": math.sqrt(profile_var / run_var) if run_var > 0 else math.inf,
+        "reliability": profile_var / means_var if means_var > 0 else 0.0,
+        "rounds_for_0_9": (math.ceil(target / (1 - target) * run_var / profile_var) if profile_var > 0 else None),
+    }
+
+
 def read_report(directory: str | Path) -> dict[str, Any]:
     """``fidelity.json`` of a finished study in ``directory``; anything else one error naming the file."""
     path = Path(directory) / "fidelity.json"
@@ -225,7 +266,10 @@ def retest(first: str | Path, second: str | Path) -> dict[str, Any]:
     """Test-retest of two fidelity studies of the same profiles on the same cluster and workload,
     typically sessions hours apart: the Spearman rho of the profiles' lab figures (ratios to each
     round's default anchor), beside when each ran and the host probes each saw, so a low rho can
-    be told from a host that moved (compare the probe ranges)."""
+    be told from a host that moved (compare the probe ranges), and beside what the two studies'
+    own noise lets it reach (``expected``, from each side's :func:`separation`): a rho well below
+    it says the lab moved between the sessions; a low rho at a low ``expected`` says the profiles
+    were too close for the rounds run."""
     reports = []
     for d in (Path(first), Path(second)):
         rep = read_report(d)
@@ -244,13 +288,18 @@ def retest(first: str | Path, second: str | Path) -> dict[str, Any]:
 
     def side(rep: dict[str, Any], d: str | Path) -> dict[str, Any]:
         return {"directory": str(d), "utc": [rep["rounds"][0]["utc"][0], rep["rounds"][-1]["utc"][1]],
-                "rounds": len(rep["rounds"]), "host": rep.get("host"), "rho_between_rounds": rep.get("rho_between_rounds")}
+                "rounds": len(rep["rounds"]), "host": rep.get("host"), "rho_between_rounds": rep.get("rho_between_rounds"),
+                "separation": separation(rep["rows"])}
 
+    sides = side(a, first), side(b, second)
+    ceilings = [s["separation"]["reliability"] for s in sides if s["separation"]]
     return {
         "cluster": a["cluster"], "profiles": len(a["rows"]),
         "rho": {m: _spearman([r[f"local_{m}_ratio"] for r in a["rows"]], [r[f"local_{m}_ratio"] for r in b["rows"]])
                 for m in ("mean", "p95")},
-        "first": side(a, first), "second": side(b, second),
+        # two noisy measures of one truth correlate at sqrt(rel_a * rel_b) if nothing moved between them
+        "expected": math.sqrt(ceilings[0] * ceilings[1]) if len(ceilings) == 2 else None,
+        "first": sides[0], "second": sides[1],
     }
 
 

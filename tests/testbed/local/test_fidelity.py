@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -164,9 +166,105 @@ def test_retest_compares_two_sessions_and_refuses_two_different_studies(tmp_path
     fidelity(_DriftingLab([2.0, 1.2, 2.9, 4.4, 2.4], {0: 1.7, 1: 1.9}), {}, _Sized(), profiles, tmp_path / "b", rounds=2)
     r = retest(tmp_path / "a", tmp_path / "b")
     assert r["rho"]["mean"] == pytest.approx(1.0) and r["profiles"] == 5
+    assert r["expected"] == pytest.approx(1.0)  # noise-free labs: nothing keeps the retest from 1
     assert r["second"]["host"]["cpu_ms"] == [170.0, 190.0] and r["first"]["rounds"] == 2
     fidelity(_DriftingLab([2.0, 1.0, 3.0, 4.0, 2.5], {}), {}, _Sized(), fidelity_profiles(5, seed=2), tmp_path / "c")
     with pytest.raises(InputError, match="different profiles"):
         retest(tmp_path / "a", tmp_path / "c")
     with pytest.raises(InputError, match="missing"):
         retest(tmp_path / "a", tmp_path / "nothing")
+
+
+def _study(rng, true: np.ndarray, noise: float, drift: list[float]) -> list[dict]:
+    return [{"local_rounds": [{"round": r, "mean_s": math.exp(1.0 + t + d + rng.normal(0.0, noise))}
+                              for r, d in enumerate(drift)]} for t in true]
+
+
+def test_separation_measures_the_profiles_spread_against_the_run_noise_whatever_a_round_did():
+    """400 profiles of true log spread 0.3 measured in 3 rounds with run noise 0.1, one round on a
+    host 2x slower: the spread, the noise, their ratio and the reliability come out as built.
+    Planted: leaving out the round effects (a one-way model) counts the slow round as run noise
+    (run_sd 0.48, not 0.10) and the test fails."""
+    from testbed.local.studies.fidelity import separation
+
+    rng = np.random.default_rng(3)
+    true = rng.normal(0.0, 0.3, 400)
+    sep = separation(_study(rng, true, 0.1, [0.0, math.log(2.0), -0.2]))
+    assert sep["run_sd"] == pytest.approx(0.1, rel=0.08)
+    assert sep["profile_sd"] == pytest.approx(float(true.std(ddof=1)), rel=0.08)
+    assert sep["ratio"] == pytest.approx(3.0, rel=0.15)
+    assert sep["reliability"] == pytest.approx(0.09 / (0.09 + 0.01 / 3), abs=0.02)
+    assert sep["rounds_for_0_9"] == 1 and sep["profiles"] == 400 and sep["rounds"] == 3
+
+
+def test_separation_predicts_how_well_a_second_study_agrees():
+    """Profiles as far apart as the noise (ratio 1), 2 rounds: the reliability (0.67) is the rank
+    agreement two such studies actually reach, and the rounds asked for reach 0.9 when run.
+    Planted: a reliability of 1 whatever the noise fails here and above."""
+    from testbed.local.studies.fidelity import separation
+
+    rng = np.random.default_rng(5)
+    true = rng.normal(0.0, 0.3, 2000)
+    a, b = _study(rng, true, 0.3, [0.0, 0.4]), _study(rng, true, 0.3, [0.1, -0.3])
+    sep = separation(a)
+    assert sep["reliability"] == pytest.approx(2 / 3, abs=0.04)
+
+    def means(study):
+        return [float(np.mean([math.log(x["mean_s"]) for x in row["local_rounds"]])) for row in study]
+
+    assert _spearman(means(a), means(b)) == pytest.approx(sep["reliability"], abs=0.05)
+    k = sep["rounds_for_0_9"]
+    assert 7 <= k <= 11
+    c, d = _study(rng, true, 0.3, [0.0] * k), _study(rng, true, 0.3, [0.0] * k)
+    assert _spearman(means(c), means(d)) >= 0.88
+
+
+def test_separation_needs_two_rounds_and_leaves_failed_profiles_out():
+    from testbed.local.studies.fidelity import separation
+
+    one = [{"local_rounds": [{"round": 0, "mean_s": v}]} for v in (1.0, 2.0, 3.0)]
+    assert separation(one) is None
+    rows = _study(np.random.default_rng(1), np.array([0.0, 0.5, 1.0, 1.5]), 0.05, [0.0, 0.1])
+    rows[1]["local_rounds"][1]["mean_s"] = math.nan
+    assert separation(rows)["profiles"] == 3
+    rows[2]["local_rounds"][0]["mean_s"] = math.nan
+    assert separation(rows) is None
+
+
+def test_the_retest_command_prints_each_sides_separation_and_what_an_unmoved_lab_gives(tmp_path):
+    """`scoretune fidelity --retest A B` as a user types it: each study's separation line and the
+    rho a lab that did not move would reach, beside the measured one."""
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+    from testbed.local.studies.fidelity import fidelity
+
+    profiles = fidelity_profiles(5, seed=1)
+    fidelity(_DriftingLab([2.0, 1.0, 3.0, 4.0, 2.5], {1: 1.3}), {}, _Sized(), profiles, tmp_path / "a", rounds=2)
+    fidelity(_DriftingLab([2.0, 1.2, 2.9, 4.4, 2.4], {}), {}, _Sized(), profiles, tmp_path / "b", rounds=2)
+    got = CliRunner().invoke(app, ["fidelity", "--retest", str(tmp_path / "a"), str(tmp_path / "b")], terminal_width=300)
+    assert got.exit_code == 0, got.output
+    out = " ".join(got.output.split())
+    assert out.count("separation: profiles spread") == 2
+    assert "test-retest Spearman rho = 1.00 (mean" in out
+    assert "a lab that did not move would give about 1.00" in out
+
+
+def test_show_prints_a_finished_study_with_its_separation_even_one_written_before_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+    from testbed.local.studies.fidelity import fidelity
+
+    fidelity(_DriftingLab([2.0, 1.0, 3.0, 4.0, 2.5], {1: 1.3}), {}, _Sized(), fidelity_profiles(5, seed=1),
+             tmp_path / "a", rounds=2)
+    path = tmp_path / "a" / "fidelity.json"
+    old = json.loads(path.read_text())
+    del old["separation"]  # as the studies of 2026-12-07 were written
+    path.write_text(json.dumps(old))
+    got = CliRunner().invoke(app, ["fidelity", "--show", str(tmp_path / "a")], terminal_width=300)
+    assert got.exit_code == 0, got.output
+    out = " ".join(got.output.split())
+    assert "separation: profiles spread" in out and "read:" in out and "written:" not in out
+    bad = CliRunner().invoke(app, ["fidelity", "--show", str(tmp_path / "none")])
+    assert bad.exit_code != 0 and "missing" in bad.output and "Traceback" not in bad.output
