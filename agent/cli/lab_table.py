@@ -30,6 +30,8 @@ def lab_table_command(
     confirm_mde: float = typer.Option(0.0, "--confirm-mde", callback=finite(0.0, 1000.0), help="Size each "
                                       "confirmation to the measured noise so a gain of this many percent is seen "
                                       "(Stein's two stages, as `tune --confirm-mde`); 0: exactly --confirm pairs."),
+    anchor_every: int = typer.Option(0, "--anchor-every", min=0, max=1000, help="local: every K steps also run the "
+                                     "default profile and correct for how far it moved (as `tune --anchor-every`)."),
     duration: float = typer.Option(20.0, min=5.0, max=3600.0, help="Seconds of the lab workload (6 requests/s)."),
     shipped: str = typer.Option("policy", help="The method compared with GP-BO in the last column."),
     backend: str = typer.Option("local", help="local: the embedded lab; sim: a rehearsal of the same table on the "
@@ -53,15 +55,17 @@ def lab_table_command(
         raise AgentError("lab-table: give at least one scenario and one method besides default")
     if shipped not in [m.name for m in specs]:
         raise AgentError(f"--shipped {shipped!r} is not one of --methods")
+    if anchor_every and backend != "local":
+        raise AgentError(f"--anchor-every: the {backend} backend is deterministic, its reference never drifts")
     seed_list = list(range(first_seed, first_seed + seeds))
     if not report_only:
         run_experiments(out, names, specs, seed_list, steps=steps, confirm=confirm, confirm_mde=confirm_mde,
-                        duration_s=duration,
+                        anchor_every=anchor_every, duration_s=duration,
                         backend=backend, platform=platform, runtime=runtime,
                         on_step=lambda record, records: console.print(step_lines(record, records)))
     frame = collect(out, names, [m.name for m in specs], seed_list)
     config = {"scenarios": names, "methods": [m.__dict__ for m in specs], "seeds": seed_list, "steps": steps,
-              "confirm": confirm, "confirm_mde": confirm_mde, "duration_s": duration, "platform": platform.value, "runtime": runtime,
+              "confirm": confirm, "confirm_mde": confirm_mde, "anchor_every": anchor_every, "duration_s": duration, "platform": platform.value, "runtime": runtime,
               "command": "scoretune lab-table " + " ".join(argv_tail("lab-table"))}
     path = write_report(out, frame, shipped, config)
     console.print(path.read_text())

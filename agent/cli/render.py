@@ -33,9 +33,10 @@ def step_lines(record: Any, records: list[Any]) -> str:
 
     from agent.loop.report import compact_label
 
-    best = min(r.metric for r in records)
+    best = min(r.corrected() for r in records)
+    anchor = f"  (anchor: reference {record.drift:.2f}x step 0)" if record.anchor is not None else ""
     return (f"step {record.step:>3}  {record.metric:.4f} s  {record.improvement_pct:+7.2f} %  best {best:.4f} s  "
-            f"{escape(record.verdict)}\n    [dim]{escape(compact_label(record.setting))}[/]")
+            f"{escape(record.verdict)}{anchor}\n    [dim]{escape(compact_label(record.setting))}[/]")
 
 
 def print_summary(summary: dict[str, Any], out: Path) -> None:

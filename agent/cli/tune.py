@@ -20,7 +20,7 @@ from testbed.platforms import DEFAULT_PLATFORM, Platform
 _RESUME_OPTIONS = {
     "backend": "--backend", "cluster": "--cluster", "workload": "--workload", "policy": "--policy",
     "method": "--method", "steps": "--steps", "metric": "--metric", "repeats": "--repeats", "seed": "--seed",
-    "max_reruns": "--max-reruns", "confirm": "--confirm", "confirm_mde": "--confirm-mde", "max_dispatch_lag_p99_s": "--max-dispatch-lag-s",
+    "max_reruns": "--max-reruns", "confirm": "--confirm", "confirm_mde": "--confirm-mde", "anchor_every": "--anchor-every", "max_dispatch_lag_p99_s": "--max-dispatch-lag-s",
     "max_late_share": "--max-late-share", "kubeconfig": "--kubeconfig", "context": "--context",
     "namespace": "--namespace", "ingress_url": "--ingress-url", "cold_nodes": "--cold-nodes",
     "remote_workers": "--remote-workers", "master_bind_host": "--master-bind-host", "master_port": "--master-port",
@@ -59,7 +59,7 @@ def _resume_config(stored: Any, resume: Path, given: set[str], values: dict[str,
     for name in ("backend", "metric", "method", "platform", "runtime", "host_fit"):
         if name in given:
             overrides[name] = str(values[name])
-    for name in ("steps", "repeats", "seed", "max_reruns", "fault_wait_s", "host_drift", "confirm_mde"):
+    for name in ("steps", "repeats", "seed", "max_reruns", "fault_wait_s", "host_drift", "confirm_mde", "anchor_every"):
         if name in given:
             overrides[name] = values[name]
     if "confirm" in given and values["confirm"] >= 0:
@@ -141,6 +141,8 @@ class TuneArgs:
     confirm_mde: float = opt("Measured backends: choose the confirmation's pairs from the measured noise (Stein's "
                              "two stages: 6 pairs, then as many as their spread says this improvement in percent "
                              "needs, --confirm at most); 0: exactly --confirm pairs.", 0.0, callback=finite(0.0, 1000.0))
+    anchor_every: int = opt("Measured backends: every K steps also run the default profile (an anchor) and tell the "
+                            "tuner latencies divided by how far it moved from step 0; 0: no anchors.", 0, min=0, max=10_000)
     max_dispatch_lag_s: float = opt("Void a run whose p99 dispatch lag exceeds this (s).", 0.5,
                                      callback=finite(0.0, 3600.0, low_open=True))
     max_late_share: float = opt("Void a run with a larger share of late dispatches (0..1).", 0.05,
@@ -242,7 +244,7 @@ def _config(args: TuneArgs, method: str | None, policy: Path | None) -> Any:
         method=method or "policy", backend=args.backend, cluster=args.cluster, workload=args.workload,
         steps=args.steps, metric=args.metric, repeats=args.repeats, seed=args.seed,
         policy=str(policy) if policy else None, max_reruns=args.max_reruns, confirm=max(args.confirm, 0),
-        confirm_mde=args.confirm_mde,
+        confirm_mde=args.confirm_mde, anchor_every=args.anchor_every,
         fault_wait_s=args.fault_wait_s, platform=args.platform, runtime=args.runtime,
         host_fit=args.host_fit, host_drift=args.host_drift,
         health=HealthBounds(max_dispatch_lag_p99_s=args.max_dispatch_lag_s, max_late_share=args.max_late_share),

@@ -104,7 +104,7 @@ def workload_path(out: Path, seed: int, duration_s: float) -> Path:
 
 def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMethod], seeds: Sequence[int], *,
                     steps: int, confirm: int, duration_s: float, backend: str = "local", confirm_mde: float = 0.0,
-                    platform: Platform = DEFAULT_PLATFORM, runtime: str = "process",
+                    anchor_every: int = 0, platform: Platform = DEFAULT_PLATFORM, runtime: str = "process",
                     on_step: Callable[[Any, list[Any]], None] | None = None) -> None:
     """Every (scenario, method, seed) experiment not finished yet, in order, each built by
     :func:`agent.loop.session.open_session` as ``scoretune tune`` builds one (``backend``:
@@ -112,7 +112,8 @@ def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMe
     simulator; ``platform``: what serves the functions there, Knative or OpenWhisk). An
     interrupted experiment is resumed; ``on_step`` sees every step's record as ``tune`` shows it.
     ``confirm_mde`` > 0 sizes each confirmation to the noise (``tune --confirm-mde``), ``confirm``
-    pairs at most."""
+    pairs at most; ``anchor_every`` > 0 runs the reference every that many steps (``tune
+    --anchor-every``, :mod:`agent.loop.anchors`)."""
     from agent.loop.config import ExperimentConfig
     from agent.loop.session import open_session
 
@@ -130,7 +131,8 @@ def run_experiments(out: Path, scenarios: Sequence[str], methods: Sequence[LabMe
                 else:
                     config = ExperimentConfig(
                         backend=backend, platform=platform, runtime=runtime, cluster=scenario, workload=str(wl), steps=steps,
-                        confirm=confirm, confirm_mde=confirm_mde, seed=seed, **method.config_fields(),
+                        confirm=confirm, confirm_mde=confirm_mde, anchor_every=anchor_every, seed=seed,
+                        **method.config_fields(),
                     ).with_absolute_paths()
                 log.info("lab table: %s %s on %s, seed %d -> %s", "resuming" if resume else "running",
                          method.name, scenario, seed, d)

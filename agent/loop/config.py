@@ -79,9 +79,14 @@ class ExperimentConfig:
     runtime: str = "process"
     """How the embedded lab's nodes run pods (``local`` and ``auto`` backends): ``process``,
     ``containers`` (real images, runc, shaped links) or ``auto`` (containers when they work)."""
+    anchor_every: int = 0
+    """> 0: every this many steps, run the reference once beside the step's candidate (an
+    anchor, in a seeded order), report how far the reference moved from step 0, and tell the
+    tuner latencies divided by that drift (``agent.loop.anchors``); 0: no anchors. Needs
+    ``repeats == 1`` (paired steps measure the reference beside every candidate already)."""
 
     def __post_init__(self) -> None:
-        for name in ("steps", "repeats", "seed", "max_reruns", "confirm"):
+        for name in ("steps", "repeats", "seed", "max_reruns", "confirm", "anchor_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise AgentError(f"{name} must be an integer, got {value!r}")
@@ -103,6 +108,14 @@ class ExperimentConfig:
         if (not isinstance(self.confirm_mde, int | float) or isinstance(self.confirm_mde, bool)
                 or not 0.0 <= self.confirm_mde <= 1000.0):
             raise AgentError(f"confirm_mde must be a percentage in 0..1000 (0: no two-stage design), got {self.confirm_mde!r}")
+        if not 0 <= self.anchor_every <= MAX_STEPS:
+            raise AgentError(f"anchor_every must be in 0..{MAX_STEPS} (0: no anchors), got {self.anchor_every}")
+        if self.anchor_every and self.repeats > 1:
+            raise AgentError(f"anchor_every needs repeats 1: with repeats {self.repeats} every candidate run is "
+                             "already paired with a reference run")
+        if self.anchor_every and self.backend in DETERMINISTIC_BACKENDS:
+            raise AgentError(f"anchor_every: the {self.backend} backend is deterministic, its reference never "
+                             "drifts; anchors are for measured backends")
         if not 0 <= self.seed <= MAX_SEED:
             raise AgentError(f"seed must be in 0..{MAX_SEED}, got {self.seed}")
         from agent.loop.backends import BACKENDS

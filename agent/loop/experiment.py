@@ -39,6 +39,7 @@ import numpy as np
 from agent.actions import ActionCodec, WeightSetting
 from agent.errors import AgentError, ExperimentLogError
 from agent.formatting import format_ci
+from agent.loop.anchors import ANCHOR_DIR, anchor_due, anchor_first, drift_of
 from agent.loop.config import (
     BEST_CONFIG_NAME,
     CONFIG_NAME,
@@ -52,7 +53,7 @@ from agent.loop.confirmation import confirm_profile, finished
 from agent.loop.hostcheck import check_host
 from agent.loop.log import StepRecord, append_record, read_log, repair_log, step_where
 from agent.loop.outcome import Outcome, Scored, Void
-from agent.loop.report import plot_tuning_curve, summary_markdown, time_spent
+from agent.loop.report import experiment_summary, plot_tuning_curve, summary_markdown
 from agent.metrics import mean_facts, metric_from_requests, run_facts, run_timeout_s
 from agent.provenance import provenance
 from agent.rl.rewards import percent_improvement, reward
@@ -203,8 +204,20 @@ class Experiment:
         run_dirs: list[str] = []
         voided: list[dict[str, str]] = []
         paired = step > 0 and self.config.repeats > 1
+        anchor: float | None = None
+        anchored = anchor_due(step, self.config.anchor_every)
+        first = anchored and anchor_first(self.config.seed, step)
+
+        def measure_anchor() -> float:
+            m, _, v = self._measure(self.codec.reference(), step_dir / ANCHOR_DIR, self.config.seed)
+            voided.extend(v)
+            run_dirs.append(str((step_dir / ANCHOR_DIR).relative_to(self.out_dir)))
+            return m
+
         for r in range(self.config.repeats):
             seed = self.config.seed + r
+            if first:
+                anchor = measure_anchor()
             if paired:
                 m, _, v = self._measure(self.codec.reference(), step_dir / f"ref-{r}", seed)
                 ref_samples.append(m)
@@ -215,17 +228,23 @@ class Experiment:
             facts.append(f)
             voided += v
             run_dirs.append(str((step_dir / f"cand-{r}").relative_to(self.out_dir)))
+            if anchored and not first:
+                anchor = measure_anchor()
         if step == 0:
             ref_samples = list(samples)
         elif not paired:
             ref_samples = list(self.records[0].samples)
         metric = float(np.mean(samples))
+        drift = None
+        if self.config.anchor_every:
+            drift = 1.0 if step == 0 else drift_of(self.records[0].metric, anchor, self.records[-1].drift)
+        told = metric / drift if drift else metric
         if paired or step == 0:
             interval = paired_improvement(ref_samples, samples)
-        else:  # unpaired: the step's runs against the step-0 reference runs
-            interval = welch_improvement(ref_samples, samples)
+        else:  # unpaired: the step's runs (drift taken out) against the step-0 reference runs
+            interval = welch_improvement(ref_samples, [x / drift for x in samples] if drift else samples)
         deterministic = self.config.backend in DETERMINISTIC_BACKENDS
-        history = [rec.metric for rec in self.records]
+        history = [rec.corrected() for rec in self.records]
         return StepRecord(
             step=step,
             action=[float(x) for x in np.asarray(action, dtype=np.float64)],
@@ -234,16 +253,18 @@ class Experiment:
             metric=metric,
             samples=samples,
             reference_samples=ref_samples,
-            improvement_pct=percent_improvement(float(np.mean(ref_samples)), metric),
+            improvement_pct=percent_improvement(float(np.mean(ref_samples)), told),
             ci_low=interval.low,
             ci_high=interval.high,
             verdict="reference" if step == 0 else verdict(interval, deterministic=deterministic),
-            reward=None if step == 0 else reward(self.config.reward, history, metric),
+            reward=None if step == 0 else reward(self.config.reward, history, told),
             run_dirs=run_dirs,
             voided=voided,
             finished_at=time.time(),
             seconds=self._step_seconds(started, tuner_s),
             facts=mean_facts(facts),
+            anchor=anchor,
+            drift=drift,
         )
 
     def _step_seconds(self, started: float, tuner_s: float) -> dict[str, float]:
@@ -288,10 +309,10 @@ class Experiment:
                       record.improvement_pct)
             if self.on_step:
                 self.on_step(record, self.records)
-            return Measured(record.metric, record.facts, where(record))
+            return Measured(record.corrected(), record.facts, where(record))
 
         drive(self.tuner, self.codec, self.config.steps, measure,
-              told=[(rec.action, Measured(rec.metric, rec.facts, where(rec))) for rec in self.records])
+              told=[(rec.action, Measured(rec.corrected(), rec.facts, where(rec))) for rec in self.records])
         return self.finish()
 
     def _confirm(self, best: StepRecord) -> dict[str, Any]:
@@ -327,11 +348,11 @@ class Experiment:
         """The profile the tuner would apply (the evaluation's rule) as its best logged step, and
         the mean of its measurements (the figure the rule chose it by)."""
         settings = [r.weight_setting() for r in self.records]
-        metrics = [r.metric for r in self.records]
+        metrics = [r.corrected() for r in self.records]
         chosen = applied_setting(self.tuner, settings, metrics).label()
         mean = measured(settings, metrics)[chosen][1]
         best = min((r for r, s in zip(self.records, settings, strict=True) if s.label() == chosen),
-                   key=lambda r: (r.metric, r.step))
+                   key=lambda r: (r.corrected(), r.step))
         return best, mean
 
     def finish(self) -> dict[str, Any]:
@@ -367,28 +388,7 @@ class Experiment:
             call = "no improvement found"
         else:
             call = best.verdict
-        c = self.config
-        summary = {
-            "method": c.method, "backend": c.backend, "platform": str(c.platform), "cluster": c.cluster,
-            "workload": c.workload, "steps": c.steps, "repeats": c.repeats, "metric": c.metric,
-            "reference_metric": ref.metric,
-            "best_metric": best_metric,
-            "improvement_pct": percent_improvement(ref.metric, best_metric),
-            "improvement_ci_pct": [confirmation["ci_low"], confirmation["ci_high"]] if confirmation
-            else [best.ci_low, best.ci_high],
-            "confirmation": confirmation,
-            "verdict": call,
-            "best_step": best.step,
-            "best_weights": best.setting["weights"],
-            "best_strategy": best.setting["strategy"],
-            "best_shape": best.setting["shape"],
-            "best_label": best.label,
-            "applied_step": applied.step,
-            "applied_label": applied.label,
-            "voided_runs": sum(len(r.voided) for r in records),
-            "seconds": time_spent(records, confirmation),
-            "metrics": [r.metric for r in records],
-        }
+        summary = experiment_summary(self.config, records, best, best_metric, applied, confirmation, call)
         write_atomic(self.out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
         write_atomic(self.out_dir / "summary.md", summary_markdown(summary, records))
         plot_tuning_curve(records, self.out_dir / "tuning-curve.png", title=f"{self.config.method} on {self.config.backend}")

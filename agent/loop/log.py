@@ -48,6 +48,18 @@ class StepRecord:
     """The mean facts of the step's candidate runs (agent.metrics.RUN_FACTS), what a tuner that
     reads them was told with the metric; absent in logs of earlier versions."""
 
+    anchor: float | None = None
+    """The latency of the reference run this step made beside its candidate (an anchor,
+    ``agent.loop.anchors``), or None."""
+    drift: float | None = None
+    """How far the reference had moved from step 0 when this step ran (its anchor's, or the last
+    anchor's ratio); None in experiments without anchors."""
+
+    def corrected(self) -> float:
+        """The step's latency as the tuner was told it: divided by the drift when the experiment
+        runs anchors, else as measured."""
+        return self.metric / self.drift if self.drift else self.metric
+
     def weight_setting(self) -> WeightSetting:
         """The logged profile as a :class:`~agent.actions.WeightSetting`."""
         shape = self.setting["shape"]

@@ -61,6 +61,38 @@ def label_legend(width: int = 78) -> list[str]:
     return [*lines, line] if line else lines
 
 
+def experiment_summary(config: Any, records: list[StepRecord], best: StepRecord, best_metric: float,
+                       applied: StepRecord, confirmation: dict[str, Any] | None, call: str) -> dict[str, Any]:
+    """``summary.json`` of a finished experiment: what it was, the reference, the best step (by the
+    figure the tuner's rule chose it by), what was applied and why, and where the time went."""
+    from agent.loop.anchors import anchors_summary
+    from agent.rl.rewards import percent_improvement
+
+    c, ref = config, records[0]
+    return {
+        "method": c.method, "backend": c.backend, "platform": str(c.platform), "cluster": c.cluster,
+        "workload": c.workload, "steps": c.steps, "repeats": c.repeats, "metric": c.metric,
+        "reference_metric": ref.metric,
+        "best_metric": best_metric,
+        "improvement_pct": percent_improvement(ref.metric, best_metric),
+        "improvement_ci_pct": [confirmation["ci_low"], confirmation["ci_high"]] if confirmation
+        else [best.ci_low, best.ci_high],
+        "confirmation": confirmation,
+        "verdict": call,
+        "best_step": best.step,
+        "best_weights": best.setting["weights"],
+        "best_strategy": best.setting["strategy"],
+        "best_shape": best.setting["shape"],
+        "best_label": best.label,
+        "applied_step": applied.step,
+        "applied_label": applied.label,
+        "voided_runs": sum(len(r.voided) for r in records),
+        "seconds": time_spent(records, confirmation),
+        "metrics": [r.metric for r in records],
+        "anchors": anchors_summary(records),
+    }
+
+
 def summary_markdown(summary: dict[str, Any], records: list[StepRecord]) -> str:
     conf = summary.get("confirmation")
     lines = [
@@ -72,15 +104,25 @@ def summary_markdown(summary: dict[str, Any], records: list[StepRecord]) -> str:
         f"- applied and exported: step {summary['applied_step']} (`{BEST_CONFIG_NAME}`)",
         *([f"- confirmation ({len(conf['samples'])} paired reruns of step {conf['best_step']}): "
            f"{format_ci(conf['improvement_pct'], conf['ci_low'], conf['ci_high'], unit=' %')} -> {conf['verdict']}"] if conf else []),
+        *([anchors_line(summary["anchors"])] if summary.get("anchors") else []),
         "",
-        "| step | profile | latency (s) | vs reference | 95 % CI | verdict |",
-        "|---:|---|---:|---:|---|---|",
+        "| step | profile | latency (s) | vs reference | 95 % CI | verdict |" + (" drift |" if summary.get("anchors") else ""),
+        "|---:|---|---:|---:|---|---|" + ("---:|" if summary.get("anchors") else ""),
     ]
     for r in records:
         ci = "" if r.ci_low is None or r.ci_high is None else f"[{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
+        drift = "" if r.drift is None else f" {r.drift:.2f}x{' (anchor)' if r.anchor is not None else ''} |"
         lines.append(f"| {r.step} | `{md_cell(r.label)}` | {r.metric:.4f} | {r.improvement_pct:+.2f} % | {ci} "
-                     f"| {md_cell(r.verdict)} |")
+                     f"| {md_cell(r.verdict)} |{drift}")
     return "\n".join(lines) + "\n"
+
+
+def anchors_line(anchors: dict[str, Any]) -> str:
+    """What the anchors saw, in one line: how far the reference moved and what the tuner was told."""
+    lo, hi = anchors["drift_range"]
+    return (f"- anchors ({len(anchors['runs'])} reference runs between the steps): the reference at {lo:.2f}x-{hi:.2f}x "
+            "of step 0; the tuner was told each step's latency divided by its drift (column drift), "
+            "the vs-reference column too")
 
 
 def plot_tuning_curve(records: list[StepRecord], path: Path, *, title: str) -> None:
