@@ -226,6 +226,11 @@ def fidelity_cmd(
         c.print(f"notice: {local.cpu_notice}")
         report = fidelity(local, sims, wl, profs, out, seed=seed, rounds=rounds)
     _print_study(report, out, "written")
+    from testbed.local.studies.fidelity import failures
+
+    warning = failures(report, out / "fidelity.json")  # raises when nothing could be ranked
+    if warning:
+        _console().print(f"[bold yellow]warning:[/] {warning}")
 
 
 def _print_study(report: dict[str, Any], out: Path, verb: str) -> None:

@@ -169,6 +169,16 @@ def quota_milli(cpu_milli: int, speed: float, max_speed: float) -> int:
     return max(10, int(round(cpu_milli * speed / max_speed)))
 
 
+def pod_quota_milli(limit_milli: int, core_speed: float, node_milli: int, *, one_process: bool = False) -> int:
+    """A pod's CPU quota (millicores): its CPU limit at the node's core speed, never above its
+    node's own quota. A pod cannot use more than its node anyway, and cgroup v1 refuses a child
+    ``cpu.cfs_quota_us`` above its parent's (EINVAL, so runc could not start the pod at all: a
+    node of 262m whose pods' limits are worth 437m failed every run). ``one_process``: the
+    process lab's instance is one Python process, which never uses more than one core."""
+    limit = min(limit_milli, 1000) if one_process else limit_milli
+    return max(10, min(int(round(limit * core_speed)), node_milli))
+
+
 class Limiter(Protocol):
     """A node's CPU limiter: one group per node, one subgroup per instance."""
 

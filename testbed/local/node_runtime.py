@@ -163,7 +163,7 @@ class ProcessRuntime:
         return Fetched(time.monotonic() - t0)
 
     async def launch(self, inst: Instance, env: dict[str, str]) -> None:
-        quota = max(10, int(round(min(inst.cpu_limit_milli, 1000) * self.hardware.core_speed)))
+        quota = cpu.pod_quota_milli(inst.cpu_limit_milli, self.hardware.core_speed, self.hardware.cpu_milli, one_process=True)
         inst.group = self.limiter.create(f"i-{inst.id}", quota, parent=self.node_group)
         inst.port = free_port()
         inst.url = f"http://127.0.0.1:{inst.port}"

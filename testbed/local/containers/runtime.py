@@ -177,7 +177,7 @@ class ContainerRuntime:
             | {"PORT": str(port)},
             netns_path=self.net.netns_path(self.node.name),
             cgroups_path=f"{self.node_rel}/pod-{inst.id}",
-            cpu_quota_milli=max(10, int(round(inst.cpu_limit_milli * self.hardware.core_speed))),
+            cpu_quota_milli=cpu.pod_quota_milli(inst.cpu_limit_milli, self.hardware.core_speed, self.hardware.cpu_milli),
             memory_limit_bytes=inst.memory_limit_bytes,
             hostname=inst.pod or inst.id,
         )

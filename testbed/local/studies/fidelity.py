@@ -248,6 +248,23 @@ def separation(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
+def failures(report: dict[str, Any], path: Path) -> str | None:
+    """What the lab's failed runs cost a finished study: None when every run measured; a warning
+    when some profiles are left out; a :class:`TestbedError` (after the report was written, for
+    inspection) when fewer than 3 profiles were measured in every round -- a table of NaN and a
+    rho of None is not a result, and the command must not exit 0 on it."""
+    runs = [x for r in report["rows"] for x in r.get("local_rounds", [])]
+    failed = sum(x["failed"] for x in runs)
+    if not failed:
+        return None
+    whole = sum(not any(x["failed"] for x in r["local_rounds"]) for r in report["rows"])
+    what = f"{failed} of {len(runs)} lab runs failed (see the log)"
+    if whole < 3:
+        raise TestbedError(f"{path}: {what}; {whole} profile(s) measured in every round, too few to rank: "
+                           "the study measured nothing")
+    return f"{what}; the {len(report['rows']) - whole} profile(s) they belong to are left out of the correlations"
+
+
 def read_report(directory: str | Path) -> dict[str, Any]:
     """``fidelity.json`` of a finished study in ``directory``; anything else one error naming the file."""
     path = Path(directory) / "fidelity.json"

@@ -12,7 +12,7 @@ import pytest
 from functions.spec import discover_specs
 from loadgen.results import RunResult, empty_placements, summarize
 from testbed.cluster import load_cluster
-from testbed.errors import InputError
+from testbed.errors import InputError, TestbedError
 from testbed.local.studies.fidelity import (
     _spearman,
     apply_calibration,
@@ -268,3 +268,33 @@ def test_show_prints_a_finished_study_with_its_separation_even_one_written_befor
     assert "separation: profiles spread" in out and "read:" in out and "written:" not in out
     bad = CliRunner().invoke(app, ["fidelity", "--show", str(tmp_path / "none")])
     assert bad.exit_code != 0 and "missing" in bad.output and "Traceback" not in bad.output
+
+
+class _FailingLab(_DriftingLab):
+    """The drifting lab whose runs of the profiles in ``broken`` fail (as runc failing every pod)."""
+
+    def __init__(self, truth, broken: set[int]):
+        super().__init__(truth, {})
+        self.broken = broken
+
+    def run(self, workload, run_dir, *, seed):
+        res = super().run(workload, run_dir, seed=seed)
+        if int(run_dir.name.split("-")[1]) in self.broken:
+            return RunResult(requests=pd.DataFrame(), summary={"failed": True, "failure": "runc could not start"})
+        return res
+
+
+def test_a_study_whose_runs_failed_says_so_and_one_that_measured_nothing_fails(tmp_path):
+    """Planted: without the check a study whose every run failed printed a table of NaN and
+    exited 0 (lab-hidden-neighbour, 29 of 32 runs failed on a pod quota above its node's)."""
+    from testbed.local.studies.fidelity import failures, fidelity
+
+    profiles = fidelity_profiles(5, seed=1)
+    rep = fidelity(_DriftingLab([2.0, 1.0, 3.0, 4.0, 2.5], {}), {}, _Sized(), profiles, tmp_path / "ok", rounds=2)
+    assert failures(rep, tmp_path / "ok" / "fidelity.json") is None
+    rep = fidelity(_FailingLab([2.0, 1.0, 3.0, 4.0, 2.5], {3}), {}, _Sized(), profiles, tmp_path / "some", rounds=2)
+    assert "2 of 10 lab runs failed" in failures(rep, tmp_path / "some" / "fidelity.json")
+    rep = fidelity(_FailingLab([2.0, 1.0, 3.0, 4.0, 2.5], {0, 1, 2}), {}, _Sized(), profiles, tmp_path / "none", rounds=2)
+    with pytest.raises(TestbedError, match="too few to rank"):
+        failures(rep, tmp_path / "none" / "fidelity.json")
+    assert (tmp_path / "none" / "fidelity.json").exists()  # kept for inspection

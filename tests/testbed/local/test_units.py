@@ -324,3 +324,23 @@ def test_the_controller_gives_up_an_idle_connection_before_the_instance_server_d
     from testbed.local.controllers.base import FORWARD_KEEPALIVE_S
 
     assert FORWARD_KEEPALIVE_S < KEEP_ALIVE_S
+
+
+def test_a_pod_whose_limit_is_worth_more_than_its_node_still_starts(cgroup_limiter):
+    """A node of 262m whose pod's limit is worth 437m at the node's core speed (lab-hidden-
+    neighbour scaled to this host): the pod's quota is capped at the node's, so its group is
+    made; cgroup v1 refuses a child quota above its parent's (EINVAL), which made runc fail every
+    pod there. Planted: the uncapped quota (437m) fails here with OSError on cgroup v1."""
+    limiter = cgroup_limiter
+    try:
+        node = limiter.create("node", 262)
+        quota = cpu.pod_quota_milli(1000, 0.4375, 262)
+        limiter.create("pod", quota, parent=node)
+        assert quota == 262
+        assert cpu.pod_quota_milli(1000, 0.4375, 2000) == 438
+        assert cpu.pod_quota_milli(4000, 1.0, 8000, one_process=True) == 1000
+        assert cpu.pod_quota_milli(1, 0.5, 262) == 10
+    finally:
+        limiter.close()
+        cpu.remove_cgroup(limiter.root)
+    assert not limiter.root.exists()
