@@ -101,6 +101,9 @@ class LocalBackend:
         self.host_fit: dict[str, Any] | None = lab.get("host_fit")
         """How the lab was fitted to the host (:mod:`testbed.local.capacity`); None: a lab from before."""
         self.up_probe: dict[str, Any] | None = lab.get("probe")
+        self.hardware_declared: dict[str, Any] | None = lab.get("hardware_declared")
+        """The nodes' hidden hardware as its file declares it (before any fit to the host): what a
+        study records so two studies of one cluster name can be told apart when the file changed."""
         self._harness: str | None = (lab.get("cpu") or {}).get("harness")
         self.platform = handle.platform
         self.client = handle.client

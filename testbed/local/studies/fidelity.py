@@ -177,6 +177,7 @@ def fidelity(
         "seed": seed,
         "rounds": sessions,
         "anchor": ANCHOR,
+        "lab": {"hardware": getattr(local, "hardware_declared", None), "host_fit": getattr(local, "host_fit", None)},
         "host": {k: [min(p[k] for p in probes), max(p[k] for p in probes)] for k in ("cpu_ms", "unpack_ms")}
         if probes else None,
         "rho": {
@@ -279,6 +280,20 @@ def read_report(directory: str | Path) -> dict[str, Any]:
     return report
 
 
+def _lab_of(report: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """What lab a study ran: the declared hardware and the CPU it demanded of the host, from the
+    report, or for studies written before it was recorded from their first run's ``lab_scale``."""
+    lab = report.get("lab") or {}
+    fit = lab.get("host_fit")
+    if fit is None:
+        try:
+            summary = json.loads((directory / "local" / "profile-00" / "summary.json").read_text(encoding="utf-8"))
+            fit = (summary.get("lab_scale") or {}).get("host_fit")
+        except (OSError, ValueError):
+            fit = None
+    return {"hardware": lab.get("hardware"), "demand_milli": (fit or {}).get("demand_milli")}
+
+
 def retest(first: str | Path, second: str | Path) -> dict[str, Any]:
     """Test-retest of two fidelity studies of the same profiles on the same cluster and workload,
     typically sessions hours apart: the Spearman rho of the profiles' lab figures (ratios to each
@@ -299,6 +314,11 @@ def retest(first: str | Path, second: str | Path) -> dict[str, Any]:
         if a.get(key) != b.get(key):
             raise InputError(f"the two studies differ in {key}: {a.get(key)!r} and {b.get(key)!r}",
                              file=Path(second) / "fidelity.json", field=key)
+    la, lb = _lab_of(a, Path(first)), _lab_of(b, Path(second))
+    for key in ("hardware", "demand_milli"):
+        if la.get(key) is not None and lb.get(key) is not None and la[key] != lb[key]:
+            raise InputError(f"the two studies ran different hardware behind {a['cluster']} ({key} differs: the "
+                             "cluster's hardware file changed between them)", file=Path(second) / "fidelity.json", field="lab")
     if [(r["weights"], r["strategy"]) for r in a["rows"]] != [(r["weights"], r["strategy"]) for r in b["rows"]]:
         raise InputError("the two studies ran different profiles (another --seed or --profiles?)",
                          file=Path(second) / "fidelity.json", field="rows")

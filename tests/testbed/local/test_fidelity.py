@@ -298,3 +298,35 @@ def test_a_study_whose_runs_failed_says_so_and_one_that_measured_nothing_fails(t
     with pytest.raises(TestbedError, match="too few to rank"):
         failures(rep, tmp_path / "none" / "fidelity.json")
     assert (tmp_path / "none" / "fidelity.json").exists()  # kept for inspection
+
+
+def test_retest_refuses_two_studies_of_one_name_on_different_hardware(tmp_path):
+    """lab-hidden-neighbour was redesigned under its name: a retest of the old study against the
+    new one would compare two clusters. The report records the declared hardware (and studies
+    from before it did are told apart by the CPU their lab demanded). Planted: without the check
+    the retest compares them (rho 1.0) and passes."""
+    from testbed.local.studies.fidelity import fidelity, retest
+
+    profiles = fidelity_profiles(5, seed=1)
+    old = _DriftingLab([2.0, 1.0, 3.0, 4.0, 2.5], {})
+    old.hardware_declared = {"roomy": {"cpu_milli": 1200}}
+    new = _DriftingLab([2.0, 1.0, 3.0, 4.0, 2.5], {})
+    new.hardware_declared = {"roomy": {"cpu_milli": 600}}
+    fidelity(old, {}, _Sized(), profiles, tmp_path / "old", rounds=2)
+    fidelity(new, {}, _Sized(), profiles, tmp_path / "new", rounds=2)
+    with pytest.raises(InputError, match="different hardware"):
+        retest(tmp_path / "old", tmp_path / "new")
+    # a study written before the hardware was recorded: its first run's lab_scale says what it demanded
+    for d, demand in (("old", 4400), ("new", 3200)):
+        path = tmp_path / d / "fidelity.json"
+        rep = json.loads(path.read_text())
+        del rep["lab"]
+        path.write_text(json.dumps(rep))
+        (tmp_path / d / "local" / "profile-00").mkdir(parents=True, exist_ok=True)
+        (tmp_path / d / "local" / "profile-00" / "summary.json").write_text(
+            json.dumps({"lab_scale": {"host_fit": {"demand_milli": demand}}}))
+    with pytest.raises(InputError, match="different hardware"):
+        retest(tmp_path / "old", tmp_path / "new")
+    fidelity(new, {}, _Sized(), profiles, tmp_path / "again", rounds=2)
+    fidelity(new, {}, _Sized(), profiles, tmp_path / "again2", rounds=2)
+    assert retest(tmp_path / "again", tmp_path / "again2")["rho"]["mean"] == pytest.approx(1.0)
