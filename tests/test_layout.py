@@ -21,7 +21,7 @@ TESTBED_FLOORS = (
     ("sim",),
     ("platforms", "backend"),
     ("cluster",),
-    ("scheduler", "autoscaler", "openwhisk", "scenarios", "noise_model"),
+    ("scheduler", "autoscaler", "openwhisk", "kubelet", "scenarios", "noise_model"),
     ("errors",),
 )
 """``testbed``'s rooms (subpackages and top modules), top to bottom; a room imports only rooms on

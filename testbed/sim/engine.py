@@ -49,11 +49,18 @@ from functions.spec import FunctionSpec
 from functions.work import draw, sample_work
 from testbed.autoscaler.kpa import AutoscalerConfig, RevisionAutoscaler
 from testbed.errors import ClusterSpecError
+from testbed.kubelet import KubeletTiming, reported_at
 from testbed.openwhisk.config import OpenWhiskConfig
 from testbed.scheduler.objects import normalized_image_name, pod_from_k8s
 from testbed.sim import kernel as K
 from testbed.sim.progress import announce_compilation
-from testbed.sim.scheduling import add_node_image, check_feasible, make_scheduler, sim_nodes
+from testbed.sim.scheduling import (
+    add_node_image,
+    check_feasible,
+    make_scheduler,
+    report_node_image,
+    sim_nodes,
+)
 
 if TYPE_CHECKING:
     from loadgen.workload import Workload
@@ -117,6 +124,11 @@ class SimConfig:
     """Structural mismatch, empty in every twin: (node, amplitude, period s, phase) -- a process no
     API shows takes a share of the node that varies in time; the node runs at
     ``speed * (1 - amplitude * (1 + sin(2 pi t / period + phase)) / 2)``, changed every second."""
+    kubelet: KubeletTiming = field(default_factory=KubeletTiming)
+    """When the scheduler learns a node holds a pulled image (:mod:`testbed.kubelet`: the kubelet's
+    30-s image-list refresh, then its 10-s node-status sync; at most 50 images reported), in the
+    simulator, the twin and the embedded lab alike. ``KubeletTiming.immediate()``: at the pull's
+    end, as the simulator counted before."""
     platform: Platform = DEFAULT_PLATFORM
     """What serves the functions: Knative Serving (KPA, activator, this module) or OpenWhisk
     (``testbed.sim.openwhisk``); :mod:`testbed.platforms` names the simulation of each."""
@@ -462,8 +474,9 @@ class Simulation:
                 end = begin + spec.image_size_bytes / self.cluster.nodes[idx].image_pull_bytes_per_s
                 self.pull_free[idx] = end
                 self.images[idx][image] = end
-                # the kubelet reports the image in status.images once the pull is done
-                self._pulls.append((end, idx, spec.image, spec.image_size_bytes))
+                # the kubelet reports the image in status.images after the pull, on its own loops
+                self._pulls.append((reported_at(end, self.node_names[idx], self.config.kubelet), idx, spec.image,
+                                    spec.image_size_bytes))
                 pull = end - now
             else:
                 pull = max(0.0, avail - now)
@@ -714,13 +727,13 @@ class Simulation:
                              self.pf, self.hv, self.nh_key, self.nh_pos, self.nh_heap)
 
     def _finish_pulls(self, now: float) -> None:
-        """Image pulls that finished by ``now``: ImageLocality sees the image from now on."""
+        """Pulled images the kubelet has reported by ``now``: ImageLocality sees them from now on."""
         if self._pulls:
             done = [x for x in self._pulls if x[0] <= now]
             if done:
                 self._pulls = [x for x in self._pulls if x[0] > now]
-                for _, idx, image, size in done:
-                    add_node_image(self.scheduler, idx, image, size)
+                for _, idx, image, size in sorted(done):
+                    report_node_image(self.scheduler, idx, image, size, self.config.kubelet.max_images)
 
     def _control_step(self, now: float) -> None:
         # 0. image pulls that finished

@@ -49,6 +49,7 @@ from functions.openwhisk_action import (
     container_name,
 )
 from functions.spec import FunctionSpec
+from testbed.kubelet import reported_at
 from testbed.openwhisk.balancer import (
     generate_hash,
     invoker_shard_mb,
@@ -69,7 +70,7 @@ from testbed.sim.engine import (
     request_work,
     workload_functions,
 )
-from testbed.sim.scheduling import add_node_image, check_feasible, filter_reason, make_scheduler, sim_nodes
+from testbed.sim.scheduling import check_feasible, filter_reason, make_scheduler, report_node_image, sim_nodes
 
 if TYPE_CHECKING:
     from loadgen.workload import Workload
@@ -132,6 +133,8 @@ class OpenWhiskSimulation:
         hosts = labelled or [x for x in node_objs if any(filter_reason(x, p, profile) is None for p in self.templates)]
         n_inv = self.ow.invokers or max(1, len(hosts))
         self.pull_free = [0.0] * len(nodes)
+        self._reports: list[tuple[float, int, str, int]] = []
+        """Pulls whose image the kubelet has not reported yet: (report time, node, image, size)."""
         self.images: list[dict[str, float]] = [{normalized_image_name(img): -math.inf for img in x.images}
                                                for x in nodes]
         self.pods: dict[int, SimPod] = {}  # container -> its pod, from its first scheduling attempt
@@ -226,10 +229,19 @@ class OpenWhiskSimulation:
     def _push(self, t: float, kind: int, c: int) -> None:
         W.push_event(self.ht, self.hi, self.cnt, t, kind, int(self.ci[c, W.CI_INV]), c)
 
+    def _report_images(self, now: float) -> None:
+        """Pulled images the kubelets have reported by ``now`` (the scheduler reads nothing else)."""
+        done = [x for x in self._reports if x[0] <= now]
+        if done:
+            self._reports = [x for x in self._reports if x[0] > now]
+            for _, idx, image, size in sorted(done):
+                report_node_image(self.scheduler, idx, image, size, self.config.kubelet.max_images)
+
     def _schedule(self, c: int, now: float) -> None:
         """kube-scheduler places container ``c``'s pod (the loop has checked that it is still
         wanted and within its start timeout): then its pull, start, the invoker's readiness poll
         and ``/init``; or a retry with back-off while no node can take it."""
+        self._report_images(now)
         pod = self._pod(c)
         idx = self.scheduler.schedule(pod.sched_pod)
         if idx is None:
@@ -251,7 +263,9 @@ class OpenWhiskSimulation:
             begin = max(now, self.pull_free[idx])
             end = begin + spec.image_size_bytes / self.cluster.nodes[idx].image_pull_bytes_per_s
             self.pull_free[idx] = self.images[idx][image] = end
-            add_node_image(self.scheduler, idx, spec.image, spec.image_size_bytes)  # status.images after the pull
+            # status.images lists it once the kubelet reports it (testbed.kubelet), not at the pull's start
+            self._reports.append((reported_at(end, self.node_names[idx], self.config.kubelet), idx, spec.image,
+                                  spec.image_size_bytes))
             pull = end - now
         else:
             pull = max(0.0, avail - now)

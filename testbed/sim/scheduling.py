@@ -60,6 +60,17 @@ def add_node_image(sched: Any, node_index: int, image: str, size_bytes: int) -> 
     sched.add_node_image(node_index, image, int(size_bytes))
 
 
+def report_node_image(sched: Any, node_index: int, image: str, size_bytes: int, max_images: int) -> None:
+    """The node's ``status.images`` now lists ``image`` (:mod:`testbed.kubelet`: the kubelet's
+    report, which lags the pull), and only the node's ``max_images`` largest (nodeStatusMaxImages)."""
+    from testbed.kubelet import reported_images
+
+    sched.add_node_image(node_index, image, int(size_bytes))
+    held = dict(sched.nodes[node_index].images)
+    for name in held.keys() - reported_images(held, max_images).keys():
+        sched.remove_node_image(node_index, name)
+
+
 # --- a pod that fits nowhere ----------------------------------------------------------------------
 
 

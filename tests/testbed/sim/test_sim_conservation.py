@@ -39,6 +39,13 @@ class CheckedScheduler:
     def add_node_image(self, i, image, size):
         add_node_image(self.inner, i, image, size)
 
+    def remove_node_image(self, i, image):
+        self.inner.remove_node_image(i, image)
+
+    @property
+    def nodes(self):
+        return self.inner.nodes
+
 
 def _run(cluster, specs, workload, profile, *, timeout_s=30.0, seed=0):
     sched = CheckedScheduler(make_scheduler(cluster, specs, profile, kube_version="1.36", seed=seed), cluster)

@@ -59,11 +59,13 @@ def test_image_is_cached_after_the_first_pull():
 
 
 def test_image_locality_sees_pulled_images():
-    """After a pull the scheduler's ImageLocality scores the node that now holds the image."""
+    """After a pull, once the kubelet reported it (at most 40 s later), the scheduler's
+    ImageLocality scores the node that now holds the image."""
     spec = make_spec("f", cc=1, cpu_mean=0.05, image_size="300Mi")
     cluster = make_cluster([{"name": "n", "count": 4, "cpu": "2", "memory": "4Gi"}])
     wl = make_workload([1.0], ["f"])
-    sim = Simulation(cluster, {"f": spec}, wl, profile_from_weights({"ImageLocality": 100}), seed=0)
+    sim = Simulation(cluster, {"f": spec}, wl, profile_from_weights({"ImageLocality": 100}), seed=0,
+                     config=SimConfig(min_end_s=60.0))
     sim.run()
     pulled = {p.node for p in sim.pods if p.image_pull_s and p.image_pull_s > 0}
     assert pulled
@@ -72,6 +74,55 @@ def test_image_locality_sees_pulled_images():
     for i, node in enumerate(cluster.nodes):
         image_score = scores[node.name]["plugins"]["ImageLocality"]
         assert (image_score > 0) == (i in pulled), (node.name, image_score)
+
+
+def _sharing(name: str, image: str = "registry.example/shared:1"):
+    """A function whose image is ``image`` (two functions of one image: no anti-affinity between
+    their pods, only ImageLocality ties them)."""
+    from functions.spec import parse_spec
+
+    return parse_spec({"name": name, "handler": "functions.float_ops.handler:handle",
+                       "image": {"name": image, "size": "300Mi"},
+                       "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}},
+                       "container_concurrency": 1, "cold_start": {"start_s": 0.5, "init_s": 0.5},
+                       "work": {"cpu_s": {"distribution": "constant", "mean": 0.05, "cv": 0.0}, "memory": "1Mi", "io_s": 0.0}})
+
+
+@pytest.mark.parametrize("timing", ["kubelet", "immediate"])
+def test_image_locality_waits_for_the_kubelets_report(timing):
+    """f pulls the shared image on one node; g, of the same image, comes just before and just
+    after that node's kubelet reports it (testbed.kubelet: the 30-s image list, then the 10-s
+    node status). Before the report the scheduler does not know the image is there and spreads g
+    to the empty node; after it, ImageLocality puts g beside f. Counted at the pull's end (the
+    simulator before, KubeletTiming.immediate) g follows f both times. Planted: reporting at the
+    pull's end with the default timing fails the 'before' case."""
+    from testbed.kubelet import KubeletTiming, reported_at
+
+    kubelet = KubeletTiming() if timing == "kubelet" else KubeletTiming.immediate()
+    specs = {"f": _sharing("f"), "g": _sharing("g")}
+    cluster = make_cluster([{"name": "n", "count": 2, "cpu": "2", "memory": "4Gi", "image_pull_bandwidth": "50Mi"}])
+    profile = profile_from_weights({"ImageLocality": 100})
+
+    def run(g_at: float):
+        cfg = SimConfig(min_end_s=g_at + 20.0, kubelet=kubelet)
+        return Simulation(cluster, specs, make_workload([1.0, g_at], ["f", "g"]), profile, seed=0, config=cfg).run()
+
+    def pod_of(out, fn: str):
+        return next(p for p in out.pods if out.function_names[p.function] == fn)
+
+    first = run(80.0)
+    f_pod = pod_of(first, "f")
+    pulled = f_pod.scheduled_s + f_pod.image_pull_s
+    report = reported_at(pulled, cluster.nodes[f_pod.node].name, kubelet)
+    assert pulled <= report <= pulled + 40.0 + 1e-9
+    if timing == "immediate":
+        assert report == pulled
+    for g_at, beside in ((report - 2.5, timing == "immediate"), (report + 2.5, True)):
+        if g_at < pulled + 1.5:
+            continue  # the report came with the pull: no 'before'
+        out = run(g_at)
+        f_node, g_node = pod_of(out, "f").node, pod_of(out, "g").node
+        assert (g_node == f_node) == beside, (timing, g_at, report)
 
 
 def test_revision_pods_carry_queue_proxy_and_anti_affinity():

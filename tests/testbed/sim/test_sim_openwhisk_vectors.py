@@ -3,9 +3,10 @@
 Until issue 45 the OpenWhisk simulation was a Python event loop over the ported balancer
 (testbed.openwhisk.balancer.Balancer), container pools (testbed.openwhisk.pool.ContainerPool) and
 invoker health (testbed.openwhisk.health.InvokerHealth). :data:`GOLDEN` holds what that loop
-produced on each vector below (at commit a04f889: a digest of every per-request array, every
-pod's record, the event count and the simulated end; then ok / errors / timeouts, pods, events):
-the compiled loop (testbed.sim.openwhisk_kernel) must give the same, bit for bit. The vectors
+produced on each vector below (at commit a04f889, re-frozen once since, see it: a digest of every
+per-request array, every pod's record, the event count and the simulated end; then ok / errors /
+timeouts, pods, events): the compiled loop (testbed.sim.openwhisk_kernel) must give the same, bit
+for bit. The vectors
 reach every path of the loop: warm, warming, cold and recreated placements, the run buffer, the
 balancer's forced choices (its Mersenne Twister draw), idle removal, pods not Ready in time and
 unhealthy invokers with their health tests and 503s, unschedulable pods retried when capacity
@@ -33,17 +34,21 @@ from testbed.sim.engine import SimConfig, SimOutput
 from testbed.sim.openwhisk import OpenWhiskSimulation
 
 GOLDEN = {
-    "small": ("daa84bdae8c625b1", 600, 0, 0, 30, 2295),
-    "small-zero-work": ("1131ce31b956cf3f", 800, 0, 0, 441, 3594),
-    "overload": ("fa93c361c7deff97", 256, 0, 2744, 302, 7688),
-    "packed": ("2b0fb2d32020ba2c", 1263, 0, 237, 715, 8245),
-    "mismatch": ("2b7f5b43336b5334", 1199, 0, 1, 478, 6061),
-    "instant": ("1146652231922490", 1454, 0, 46, 532, 6010),
-    "instant-full": ("38b016ce868b29d8", 533, 0, 1467, 284, 5948),
-    "unhealthy": ("a7dee5188a2ce4a3", 45, 355, 0, 125, 961),
-    "full": ("58fef0723ca44f63", 124, 0, 776, 203, 13630),
-    "forced": ("6fe6cc1f2537d381", 193, 0, 2307, 178, 5903),
+    "small": ("68afd135756ec55a", 600, 0, 0, 30, 2298),
+    "small-zero-work": ("f7c773e9f4a57d50", 800, 0, 0, 454, 3601),
+    "overload": ("b0a1583046966128", 278, 0, 2722, 305, 7722),
+    "packed": ("13ee6b21ce46412d", 1342, 0, 158, 681, 8303),
+    "mismatch": ("3324d7513a5b502b", 1199, 0, 1, 491, 6094),
+    "instant": ("fb878141edfd6d5b", 1492, 0, 8, 518, 6041),
+    "instant-full": ("f4784a9f9904a40f", 532, 0, 1468, 285, 5983),
+    "unhealthy": ("33dfeabd943aafb7", 51, 349, 0, 123, 967),
+    "full": ("8652307e5131ca5c", 124, 0, 776, 205, 13705),
+    "forced": ("e6bfc45575fca05d", 173, 0, 2327, 172, 5808),
 }
+"""Re-frozen on 2026-12-07 when the scheduler began to learn of a pulled image at its node's
+kubelet report (testbed/kubelet.py) instead of at the pull's start. With the report moved back to
+the pull's start (one line in ``OpenWhiskSimulation._schedule``) every vector gave a04f889's
+digest again, bit for bit: only the report's timing changed, not the compiled loop."""
 
 
 def ow(extra: dict | None = None, **kw: object) -> SimConfig:
