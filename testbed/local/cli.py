@@ -265,7 +265,7 @@ def _retest(first: Path, second: Path) -> None:
         x = r[side]
         host = x["host"] or {}
         c.print(f"{side}: {x['directory']}, {x['rounds']} round(s), {' to '.join(x['utc'])} UTC; host probes: cpu "
-                f"{host.get('cpu_ms')} ms, unpack {host.get('unpack_ms')} ms")
+                f"{host.get('cpu_ms')} ms, unpack {host.get('unpack_ms')} ms; code {x['git_revision'] or 'not recorded'}")
         if x["separation"]:
             c.print(f"  {separation_line(x['separation'])}")
     def rho(v: float | None) -> str:

@@ -178,6 +178,7 @@ def fidelity(
         "rounds": sessions,
         "anchor": ANCHOR,
         "lab": {"hardware": getattr(local, "hardware_declared", None), "host_fit": getattr(local, "host_fit", None)},
+        "git_revision": code_revision(),
         "host": {k: [min(p[k] for p in probes), max(p[k] for p in probes)] for k in ("cpu_ms", "unpack_ms")}
         if probes else None,
         "rho": {
@@ -197,6 +198,14 @@ def fidelity(
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "fidelity.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     return report
+
+
+def code_revision() -> str | None:
+    """The commit the study's code was at (a retest names both: a lab changed between two
+    sessions is not the same lab; ``git diff A B -- testbed/local`` says whether it was)."""
+    from testbed.sim.backend import _provenance
+
+    return _provenance()["git_revision"]
 
 
 def _between_rounds(rows: list[dict[str, Any]], rounds: int) -> list[float | None]:
@@ -326,7 +335,7 @@ def retest(first: str | Path, second: str | Path) -> dict[str, Any]:
     def side(rep: dict[str, Any], d: str | Path) -> dict[str, Any]:
         return {"directory": str(d), "utc": [rep["rounds"][0]["utc"][0], rep["rounds"][-1]["utc"][1]],
                 "rounds": len(rep["rounds"]), "host": rep.get("host"), "rho_between_rounds": rep.get("rho_between_rounds"),
-                "separation": separation(rep["rows"])}
+                "separation": separation(rep["rows"]), "git_revision": rep.get("git_revision")}
 
     sides = side(a, first), side(b, second)
     ceilings = [s["separation"]["reliability"] for s in sides if s["separation"]]

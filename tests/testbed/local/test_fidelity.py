@@ -330,3 +330,19 @@ def test_retest_refuses_two_studies_of_one_name_on_different_hardware(tmp_path):
     fidelity(new, {}, _Sized(), profiles, tmp_path / "again", rounds=2)
     fidelity(new, {}, _Sized(), profiles, tmp_path / "again2", rounds=2)
     assert retest(tmp_path / "again", tmp_path / "again2")["rho"]["mean"] == pytest.approx(1.0)
+
+
+def test_the_retest_prints_each_sides_commit(tmp_path):
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+    from testbed.local.studies.fidelity import code_revision, fidelity
+
+    profiles = fidelity_profiles(5, seed=1)
+    for d in ("a", "b"):
+        fidelity(_DriftingLab([2.0, 1.0, 3.0, 4.0, 2.5], {}), {}, _Sized(), profiles, tmp_path / d, rounds=2)
+    rep = json.loads((tmp_path / "a" / "fidelity.json").read_text())
+    assert rep["git_revision"] == code_revision()
+    got = CliRunner().invoke(app, ["fidelity", "--retest", str(tmp_path / "a"), str(tmp_path / "b")], terminal_width=300)
+    out = " ".join(got.output.split())
+    assert got.exit_code == 0 and out.count(f"code {code_revision() or 'not recorded'}") == 2
