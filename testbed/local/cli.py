@@ -273,7 +273,8 @@ def _retest(first: Path, second: Path) -> None:
 
     c.print(f"{r['cluster']}, {r['profiles']} profiles: test-retest Spearman rho = {rho(r['rho']['mean'])} (mean latency, "
             f"ratio to the round's default), {rho(r['rho']['p95'])} (p95)"
-            + (f"; a lab that did not move would give about {r['expected']:.2f}" if r["expected"] is not None else ""))
+            + f"; Pearson of the log figures {rho(r['pearson_log'])}"
+            + (f", where a lab that did not move would give about {r['expected']:.2f}" if r["expected"] is not None else ""))
 
 
 def separation_line(sep: dict[str, Any]) -> str:

@@ -247,7 +247,7 @@ def test_the_retest_command_prints_each_sides_separation_and_what_an_unmoved_lab
     out = " ".join(got.output.split())
     assert out.count("separation: profiles spread") == 2
     assert "test-retest Spearman rho = 1.00 (mean" in out
-    assert "a lab that did not move would give about 1.00" in out
+    assert "Pearson of the log figures 0.99, where a lab that did not move would give about 1.00" in out
 
 
 def test_show_prints_a_finished_study_with_its_separation_even_one_written_before_it(tmp_path):
