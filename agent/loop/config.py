@@ -114,8 +114,8 @@ class ExperimentConfig:
             raise AgentError(f"anchor_every needs repeats 1: with repeats {self.repeats} every candidate run is "
                              "already paired with a reference run")
         if self.anchor_every and self.backend in DETERMINISTIC_BACKENDS:
-            raise AgentError(f"anchor_every: the {self.backend} backend is deterministic, its reference never "
-                             "drifts; anchors are for measured backends")
+            raise AgentError(f"anchor_every needs a measured backend: the {self.backend} backend is deterministic, "
+                             "its reference never drifts")
         if not 0 <= self.seed <= MAX_SEED:
             raise AgentError(f"seed must be in 0..{MAX_SEED}, got {self.seed}")
         from agent.loop.backends import BACKENDS

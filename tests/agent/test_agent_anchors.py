@@ -105,3 +105,14 @@ def test_anchors_refuse_what_they_cannot_mean(kw, says):
     args = {"method": "random", "backend": "local", "cluster": "analytic", "workload": "tiny", "anchor_every": 2, **kw}
     with pytest.raises(AgentError, match=says):
         ExperimentConfig(**args)
+
+
+def test_the_cli_names_the_option_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+
+    got = CliRunner().invoke(app, ["tune", "--backend", "sim", "--cluster", "lab-small", "--workload", "lab", "--method",
+                                   "gp", "--steps", "2", "--anchor-every", "2", "--out", str(tmp_path / "x")])
+    assert got.exit_code != 0 and "--anchor-every needs a measured backend" in got.output
+    assert "Traceback" not in got.output and not (tmp_path / "x" / "experiment.jsonl").exists()
