@@ -32,7 +32,8 @@ def suite_specs() -> dict[str, FunctionSpec]:
 
 
 @lru_cache(maxsize=1)
-def _provenance() -> dict[str, Any]:
+def provenance() -> dict[str, Any]:
+    """The code a run came from (git commit, versions): what a result records so it can be told apart."""
     import numba
     import numpy
 
@@ -197,7 +198,7 @@ class SimBackend:
             "sim_end_s": out.sim_end_s,
             # every Profile renders (that is config_for_profile's contract); a failure here is a bug to see
             "profile": profile_record(self.profile),
-            **_provenance(),
+            **provenance(),
         }
         requests = requests_frame(out)
         failed, failure = False, None

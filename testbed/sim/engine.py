@@ -58,7 +58,7 @@ from testbed.sim.scheduling import (
     add_node_image,
     check_feasible,
     make_scheduler,
-    report_node_image,
+    report_due,
     sim_nodes,
 )
 
@@ -728,12 +728,7 @@ class Simulation:
 
     def _finish_pulls(self, now: float) -> None:
         """Pulled images the kubelet has reported by ``now``: ImageLocality sees them from now on."""
-        if self._pulls:
-            done = [x for x in self._pulls if x[0] <= now]
-            if done:
-                self._pulls = [x for x in self._pulls if x[0] > now]
-                for _, idx, image, size in sorted(done):
-                    report_node_image(self.scheduler, idx, image, size, self.config.kubelet.max_images)
+        self._pulls = report_due(self.scheduler, self._pulls, now, self.config.kubelet.max_images)
 
     def _control_step(self, now: float) -> None:
         # 0. image pulls that finished

@@ -70,7 +70,7 @@ from testbed.sim.engine import (
     request_work,
     workload_functions,
 )
-from testbed.sim.scheduling import check_feasible, filter_reason, make_scheduler, report_node_image, sim_nodes
+from testbed.sim.scheduling import check_feasible, filter_reason, make_scheduler, report_due, sim_nodes
 
 if TYPE_CHECKING:
     from loadgen.workload import Workload
@@ -229,19 +229,12 @@ class OpenWhiskSimulation:
     def _push(self, t: float, kind: int, c: int) -> None:
         W.push_event(self.ht, self.hi, self.cnt, t, kind, int(self.ci[c, W.CI_INV]), c)
 
-    def _report_images(self, now: float) -> None:
-        """Pulled images the kubelets have reported by ``now`` (the scheduler reads nothing else)."""
-        done = [x for x in self._reports if x[0] <= now]
-        if done:
-            self._reports = [x for x in self._reports if x[0] > now]
-            for _, idx, image, size in sorted(done):
-                report_node_image(self.scheduler, idx, image, size, self.config.kubelet.max_images)
-
     def _schedule(self, c: int, now: float) -> None:
         """kube-scheduler places container ``c``'s pod (the loop has checked that it is still
         wanted and within its start timeout): then its pull, start, the invoker's readiness poll
         and ``/init``; or a retry with back-off while no node can take it."""
-        self._report_images(now)
+        # the pulled images the kubelets have reported by now (the scheduler reads nothing else)
+        self._reports = report_due(self.scheduler, self._reports, now, self.config.kubelet.max_images)
         pod = self._pod(c)
         idx = self.scheduler.schedule(pod.sched_pod)
         if idx is None:

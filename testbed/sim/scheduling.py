@@ -66,9 +66,28 @@ def report_node_image(sched: Any, node_index: int, image: str, size_bytes: int, 
     from testbed.kubelet import reported_images
 
     sched.add_node_image(node_index, image, int(size_bytes))
-    held = dict(sched.nodes[node_index].images)
-    for name in held.keys() - reported_images(held, max_images).keys():
+    held = sched.nodes[node_index].images
+    if max_images == -1 or len(held) <= max_images:
+        return
+    for name in held.keys() - reported_images(dict(held), max_images).keys():
         sched.remove_node_image(node_index, name)
+
+
+Report = tuple[float, int, str, int]
+"""A pulled image the kubelet has not reported yet: (report time, node index, image, size)."""
+
+
+def report_due(sched: Any, pending: list[Report], now: float, max_images: int) -> list[Report]:
+    """Report to the scheduler every image whose kubelet report is due by ``now`` (in time order);
+    the reports still pending."""
+    if not pending:
+        return pending
+    due = [x for x in pending if x[0] <= now]
+    if not due:
+        return pending
+    for _, idx, image, size in sorted(due):
+        report_node_image(sched, idx, image, size, max_images)
+    return [x for x in pending if x[0] > now]
 
 
 # --- a pod that fits nowhere ----------------------------------------------------------------------

@@ -215,9 +215,9 @@ def fidelity(
 def code_revision() -> str | None:
     """The commit the study's code was at (a retest names both: a lab changed between two
     sessions is not the same lab; ``git diff A B -- testbed/local`` says whether it was)."""
-    from testbed.sim.backend import _provenance
+    from testbed.sim.backend import provenance
 
-    return _provenance()["git_revision"]
+    return provenance()["git_revision"]
 
 
 def _between_rounds(rows: list[dict[str, Any]], rounds: int) -> list[float | None]:
@@ -279,7 +279,7 @@ def failures(report: dict[str, Any], path: Path) -> str | None:
     failed = sum(x["failed"] for x in runs)
     if not failed:
         return None
-    whole = sum(not any(x["failed"] for x in r["local_rounds"]) for r in report["rows"])
+    whole = sum(not r["local_failed"] for r in report["rows"])
     what = f"{failed} of {len(runs)} lab runs failed (see the log)"
     if whole < 3:
         raise TestbedError(f"{path}: {what}; {whole} profile(s) measured in every round, too few to rank: "
